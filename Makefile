@@ -1,0 +1,34 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: setup demo test test-fast lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+# The live demo on the embedded SQLite store: http://127.0.0.1:8000/
+demo: setup
+	$(VENV)/bin/specwatch demo --data-dir data/demo
+
+# Installs what the tests need (PostgreSQL running, Debian's Chromium, promtool), then the whole suite.
+test: setup
+	bash scripts/test-deps.sh
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not postgres and not browser" -x
+
+lint: setup
+	$(VENV)/bin/ruff check app agents tests benchmarks migrations
+	$(VENV)/bin/ruff format --check app agents tests benchmarks migrations
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

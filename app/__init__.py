@@ -1,0 +1,3 @@
+"""specwatch server."""
+
+__version__ = "0.1.0"

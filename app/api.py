@@ -1,0 +1,198 @@
+"""The JSON API: agent ingest and the read API the dashboard shares with users."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from agents import wire
+from app import auth, models
+from app.bodies import LimitedBodyRoute
+from app.ingest import BatchRejected, check_times, store_batch
+
+ingest_router = APIRouter(route_class=LimitedBodyRoute)
+read_router = APIRouter(prefix="/api/v1")
+
+
+def sessions(request: Request) -> sessionmaker[Session]:
+    factory: sessionmaker[Session] = request.app.state.sessions
+    return factory
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+    return authorization[7:].strip()
+
+
+@ingest_router.post(
+    "/api/v1/ingest",
+    response_model=wire.IngestAck,
+    responses={
+        401: {"description": "missing or unknown token"},
+        403: {"description": "token belongs to another host"},
+        413: {"description": "body too large"},
+        422: {"description": "invalid batch"},
+        503: {"description": "database unavailable; retry"},
+    },
+)
+def ingest(
+    batch: wire.IngestBatch,
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+) -> wire.IngestAck:
+    """Store one batch from one agent, all or nothing. Re-sending an acknowledged batch is harmless."""
+    token = _bearer(authorization)
+    app_state = request.app.state
+    now = time.time()
+    t0 = time.perf_counter()
+    with app_state.sessions() as session, session.begin():
+        info = auth.verify_token(session, token)
+        if info is None:
+            raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+        if info.host_name != batch.agent.host:
+            raise HTTPException(403, f"this token is for host {info.host_name!r}, not {batch.agent.host!r}")
+        try:
+            check_times(batch, now, app_state.settings.max_future_skew_s, app_state.settings.max_past_age_s)
+        except BatchRejected as exc:
+            raise HTTPException(422, str(exc)) from exc
+        result = store_batch(session, batch, now)
+    hooks = getattr(app_state, "after_ingest", [])
+    for hook in hooks:
+        hook(batch, result, now)
+    app_state.ingest_stats.observe(batch, result, time.perf_counter() - t0)
+    return wire.IngestAck(seq=batch.seq, duplicate=result.duplicate, stored=result.stored, server_time=now)
+
+
+@read_router.get("/hosts")
+def list_hosts(request: Request) -> list[dict[str, Any]]:
+    """Every host that has reported, with its GPUs and when it was last heard from."""
+    with sessions(request)() as s:
+        hosts = s.execute(select(models.Host).order_by(models.Host.name)).scalars().all()
+        gpus = s.execute(select(models.Gpu).order_by(models.Gpu.host_id, models.Gpu.index)).scalars().all()
+        by_host: dict[int, list[dict[str, Any]]] = {}
+        for g in gpus:
+            by_host.setdefault(g.host_id, []).append(
+                {"index": g.index, "uuid": g.uuid, "name": g.name, "mem_total_bytes": g.mem_total_bytes}
+            )
+        return [
+            {
+                "id": h.id,
+                "name": h.name,
+                "first_seen": h.first_seen,
+                "last_seen": h.last_seen,
+                "agent_version": h.agent_version,
+                "interval_s": h.interval_s,
+                "gpus": by_host.get(h.id, []),
+            }
+            for h in hosts
+        ]
+
+
+def _launch_dict(launch: models.Launch, deployment: str) -> dict[str, Any]:
+    return {
+        "id": launch.id,
+        "deployment": deployment,
+        "started_at": launch.started_at,
+        "ended_at": launch.ended_at,
+        "last_seen": launch.last_seen,
+        "engine": launch.engine,
+        "status": launch.status,
+    }
+
+
+@read_router.get("/launches")
+def list_launches(
+    request: Request,
+    deployment: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[dict[str, Any]]:
+    """Launches, newest first."""
+    L, D = models.Launch, models.Deployment
+    with sessions(request)() as s:
+        stmt = select(L, D.name).join(D, D.id == L.deployment_id).order_by(L.started_at.desc()).limit(limit)
+        if deployment:
+            stmt = stmt.where(D.name == deployment)
+        return [_launch_dict(launch, name) for launch, name in s.execute(stmt).all()]
+
+
+@read_router.get("/launches/{launch_id}")
+def get_launch(request: Request, launch_id: int) -> dict[str, Any]:
+    """One launch with its ranks and their current phase."""
+    L, D, R = models.Launch, models.Deployment, models.Rank
+    with sessions(request)() as s:
+        row = s.execute(select(L, D.name).join(D, D.id == L.deployment_id).where(L.id == launch_id)).first()
+        if row is None:
+            raise HTTPException(404, f"no launch with id {launch_id}")
+        launch, name = row
+        ranks = s.execute(
+            select(R, models.Host.name)
+            .outerjoin(models.Host, models.Host.id == R.host_id)
+            .where(R.launch_id == launch_id)
+            .order_by(R.id)
+        ).all()
+        n_procs = s.execute(select(func.count()).where(models.Process.launch_id == launch_id)).scalar_one()
+        out = _launch_dict(launch, name)
+        out["processes"] = n_procs
+        out["ranks"] = [
+            {
+                "label": r.label,
+                "host": host,
+                "pid": r.pid,
+                "gpu_uuids": r.gpu_uuids,
+                "phase": r.phase,
+                "phase_since": r.phase_since,
+                "last_progress_at": r.last_progress_at,
+                "last_log": r.last_log,
+                "state": r.state,
+            }
+            for r, host in ranks
+        ]
+        return out
+
+
+def incident_dict(inc: models.Incident) -> dict[str, Any]:
+    return {
+        "id": inc.id,
+        "launch_id": inc.launch_id,
+        "kind": inc.kind,
+        "status": inc.status,
+        "confidence": inc.confidence,
+        "severity": inc.severity,
+        "culprit": inc.culprit,
+        "ranks": inc.ranks,
+        "summary": inc.summary,
+        "evidence": inc.evidence,
+        "opened_at": inc.opened_at,
+        "resolved_at": inc.resolved_at,
+        "updated_at": inc.updated_at,
+    }
+
+
+@read_router.get("/incidents")
+def list_incidents(
+    request: Request,
+    status: Literal["open", "resolved"] | None = None,
+    launch_id: int | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> list[dict[str, Any]]:
+    """Incidents, newest first; ``status`` filters open or resolved ones."""
+    inc = models.Incident
+    with sessions(request)() as s:
+        stmt = select(inc).order_by(inc.opened_at.desc()).limit(limit)
+        if status:
+            stmt = stmt.where(inc.status == status)
+        if launch_id is not None:
+            stmt = stmt.where(inc.launch_id == launch_id)
+        return [incident_dict(i) for i in s.execute(stmt).scalars().all()]
+
+
+def get_sessions(request: Request) -> sessionmaker[Session]:
+    return sessions(request)
+
+
+SessionsDep = Annotated[sessionmaker[Session], Depends(get_sessions)]

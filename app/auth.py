@@ -1,0 +1,63 @@
+"""Agent tokens: random, shown once, stored as SHA-256, scoped to one host, revocable."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.models import AgentToken
+
+TOKEN_PREFIX = "swa_"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(session: Session, host: str, now: float | None = None) -> str:
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    session.add(
+        AgentToken(
+            host_name=host,
+            token_hash=hash_token(token),
+            prefix=token[: len(TOKEN_PREFIX) + 6],
+            created_at=time.time() if now is None else now,
+        )
+    )
+    return token
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    id: int
+    host_name: str
+
+
+def verify_token(session: Session, token: str) -> TokenInfo | None:
+    """The token's host, or None if unknown or revoked. Lookup is by hash, so timing reveals nothing of the
+    token; the final comparison is constant-time all the same."""
+    digest = hash_token(token)
+    row = session.execute(
+        select(AgentToken.id, AgentToken.host_name, AgentToken.token_hash).where(
+            AgentToken.token_hash == digest, AgentToken.revoked_at.is_(None)
+        )
+    ).first()
+    if row is None or not hmac.compare_digest(row.token_hash, digest):
+        return None
+    return TokenInfo(id=row.id, host_name=row.host_name)
+
+
+def revoke_tokens(session: Session, host: str | None = None, prefix: str | None = None) -> int:
+    """Revoke every live token of a host, or the one whose listing prefix matches. Returns how many."""
+    stmt = update(AgentToken).where(AgentToken.revoked_at.is_(None)).values(revoked_at=time.time())
+    if host is not None:
+        stmt = stmt.where(AgentToken.host_name == host)
+    if prefix is not None:
+        stmt = stmt.where(AgentToken.prefix == prefix)
+    return session.execute(stmt).rowcount  # type: ignore[attr-defined]

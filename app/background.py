@@ -1,0 +1,40 @@
+"""Periodic jobs of the server (detector tick, pruning, alert sending), each in a worker thread so a slow
+database never blocks the event loop, and each surviving its own failures."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger("specwatch.background")
+
+
+@dataclass(slots=True)
+class Job:
+    name: str
+    interval_s: float
+    run: Callable[[float], None]  # takes "now"
+    runs: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    last_duration_s: float = 0.0
+
+
+async def run_job(job: Job, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        started = time.perf_counter()
+        try:
+            await asyncio.to_thread(job.run, time.time())
+            job.runs += 1
+        except Exception as exc:  # a failing job must not kill the server; it is logged and retried
+            job.failures += 1
+            job.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("job %s failed: %s", job.name, job.last_error)
+        job.last_duration_s = time.perf_counter() - started
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=max(0.05, job.interval_s - job.last_duration_s))
+        except TimeoutError:
+            pass

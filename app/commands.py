@@ -1,0 +1,148 @@
+"""Core subcommands: serve, token, db, demo."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from app.cli import CommandError
+
+
+def _db_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--database-url",
+        help="SQLAlchemy URL (default: SPECWATCH_DATABASE_URL, then the embedded SQLite file in the data dir)",
+    )
+    p.add_argument("--data-dir", help="directory of the embedded SQLite file (default: SPECWATCH_DATA_DIR)")
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Any:
+    from app.settings import load_settings
+
+    try:
+        return load_settings(database_url=args.database_url, data_dir=args.data_dir, **extra)
+    except Exception as exc:
+        raise CommandError(f"invalid configuration: {exc}") from exc
+
+
+def _migrated(settings: Any) -> str:
+    from sqlalchemy.exc import OperationalError
+
+    from app.db import upgrade
+
+    url: str = settings.resolved_database_url()
+    try:
+        upgrade(url)
+    except OperationalError as exc:
+        raise CommandError(f"cannot reach the database: {str(exc).splitlines()[0]}") from exc
+    return url
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = _settings(args, host=args.host, port=args.port)
+    _migrated(settings)
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from sqlalchemy import select
+
+    from app import auth, models
+    from app.db import make_engine, session_factory, transaction
+
+    settings = _settings(args)
+    url = _migrated(settings)
+    engine = make_engine(url)
+    try:
+        with transaction(session_factory(engine)) as s:
+            if args.token_command == "create":
+                print(auth.create_token(s, args.host))
+            elif args.token_command == "revoke":
+                if not args.host and not args.prefix:
+                    raise CommandError("say which tokens to revoke: --host NAME or --prefix PREFIX")
+                n = auth.revoke_tokens(s, host=args.host, prefix=args.prefix)
+                print(f"revoked {n} token(s)")
+                if n == 0:
+                    return 1
+            else:
+                rows = s.execute(select(models.AgentToken).order_by(models.AgentToken.id)).scalars().all()
+                for t in rows:
+                    state = "revoked" if t.revoked_at else "active"
+                    print(f"{t.prefix}…  host={t.host_name}  {state}  created={time.ctime(t.created_at)}")
+    finally:
+        engine.dispose()
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from app.db import downgrade, make_engine, session_factory, transaction
+
+    settings = _settings(args)
+    url = settings.resolved_database_url()
+    if args.db_command == "upgrade":
+        _migrated(settings)
+        print("database at the latest schema")
+    elif args.db_command == "downgrade":
+        downgrade(url, args.revision)
+        print(f"database downgraded to {args.revision}")
+    elif args.db_command == "prune":
+        from app import retention
+
+        _migrated(settings)
+        engine = make_engine(url)
+        with transaction(session_factory(engine)) as s:
+            removed = retention.prune(s, time.time(), settings.retention_raw_s)
+        engine.dispose()
+        print(", ".join(f"{k}: {v}" for k, v in removed.items()))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from app.demo import run_demo
+
+    settings = _settings(args, port=args.port, host=args.host)
+    return run_demo(settings, duration_s=args.duration, open_browser=False)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run migrations, then serve the API and dashboard")
+    _db_arg(p)
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("token", help="manage agent tokens")
+    tsub = p.add_subparsers(dest="token_command", required=True)
+    c = tsub.add_parser("create", help="create a token for one host and print it (shown once)")
+    c.add_argument("--host", required=True, help="the host the token may write for")
+    r = tsub.add_parser("revoke", help="revoke a host's tokens, or one by its listed prefix")
+    r.add_argument("--host")
+    r.add_argument("--prefix")
+    tsub.add_parser("list", help="list tokens (prefix and host only)")
+    for q in (c, r, tsub.choices["list"]):
+        _db_arg(q)
+    p.set_defaults(func=cmd_token)
+
+    p = sub.add_parser("db", help="schema migrations and retention")
+    dsub = p.add_subparsers(dest="db_command", required=True)
+    u = dsub.add_parser("upgrade", help="migrate to the latest schema")
+    d = dsub.add_parser("downgrade", help="migrate down to a revision")
+    d.add_argument("revision")
+    pr = dsub.add_parser("prune", help="delete raw samples older than the retention period")
+    for q in (u, d, pr):
+        _db_arg(q)
+    p.set_defaults(func=cmd_db)
+
+    p = sub.add_parser("demo", help="run the server on SQLite with simulated GPU hosts feeding it")
+    _db_arg(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    p.set_defaults(func=cmd_demo)

@@ -1,0 +1,77 @@
+"""Engines, sessions and schema migration for both stores (embedded SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    if is_sqlite(url):
+        database = make_url(url).database
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        # pysqlite's own transaction handling defers BEGIN; take the write lock at the start instead, so two
+        # writers queue on busy_timeout rather than failing with "database is locked" on upgrade.
+        event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        return engine
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 20)
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # let the "begin" hook above issue BEGIN IMMEDIATE
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on any error."""
+    with factory() as session, session.begin():
+        yield session
+
+
+def alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    from alembic import command
+
+    command.downgrade(alembic_config(url), revision)

@@ -1,0 +1,114 @@
+"""The FastAPI application: wiring of settings, store, routers and background jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from app import __version__, retention
+from app.api import ingest_router, read_router
+from app.background import Job, run_job
+from app.db import make_engine, session_factory, transaction
+from app.settings import Settings
+
+log = logging.getLogger("specwatch")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class IngestStats:
+    """Counters for /metrics; a per-process view, which is what Prometheus expects of each target."""
+
+    batches: int = 0
+    duplicates: int = 0
+    records: dict[str, int] = field(default_factory=dict)
+    latency_sum_s: float = 0.0
+
+    def observe(self, batch: Any, result: Any, seconds: float) -> None:
+        self.batches += 1
+        self.duplicates += int(result.duplicate)
+        for k, v in result.stored.items():
+            self.records[k] = self.records.get(k, 0) + v
+        self.latency_sum_s += seconds
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    url = settings.resolved_database_url()
+    engine = make_engine(url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        tasks = (
+            [asyncio.create_task(run_job(job, stop)) for job in app.state.jobs] if settings.background else []
+        )
+        yield
+        stop.set()
+        for t in tasks:
+            await t
+        engine.dispose()
+
+    app = FastAPI(
+        title="specwatch",
+        version=__version__,
+        description="Watches speculative-decoding inference launches: per-rank progress, hangs, acceptance.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = session_factory(engine)
+    app.state.ingest_stats = IngestStats()
+    app.state.after_ingest = []
+
+    def prune_job(now: float) -> None:
+        with transaction(app.state.sessions) as s:
+            retention.prune(s, now, settings.retention_raw_s)
+
+    app.state.jobs = [Job("prune", settings.prune_interval_s, prune_job)]
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(DBAPIError)
+    async def db_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # Nothing was committed (the unit of work rolled back): tell the agent to retry later.
+        log.warning("database error on %s: %s", request.url.path, str(exc).splitlines()[0])
+        return JSONResponse(
+            {"detail": "database unavailable, retry later"}, status_code=503, headers={"Retry-After": "2"}
+        )
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        """Liveness plus database reachability (503 when the store cannot be reached)."""
+        started = time.perf_counter()
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            return JSONResponse(
+                {"status": "error", "database": "unreachable", "error": str(exc).splitlines()[0]},
+                status_code=503,
+            )
+        return JSONResponse(
+            {
+                "status": "ok",
+                "database": "ok",
+                "backend": engine.dialect.name,
+                "db_latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                "version": __version__,
+            }
+        )
+
+    app.include_router(ingest_router)
+    app.include_router(read_router)
+    return app

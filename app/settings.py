@@ -1,0 +1,74 @@
+"""One typed settings object for the server: ``SPECWATCH_*`` environment variables, then an optional TOML file
+(``SPECWATCH_CONFIG``), then defaults. docs/configuration.md is generated from this class."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "specwatch"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPECWATCH_", extra="ignore")
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir, description="Where the embedded SQLite file lives."
+    )
+    database_url: str | None = Field(
+        None,
+        description="SQLAlchemy URL: sqlite:///path or postgresql+psycopg://user@host/db. "
+        "Default: an SQLite file in data_dir.",
+    )
+    host: str = Field("127.0.0.1", description="Address `specwatch serve` binds.")
+    port: int = Field(8000, description="Port `specwatch serve` binds.")
+    public_url: str | None = Field(None, description="Base URL of the dashboard, used in alert links.")
+    max_body_bytes: int = Field(8 * 1024 * 1024, description="Largest decompressed ingest body accepted.")
+    max_future_skew_s: float = Field(
+        300.0, description="Samples further in the future than this are refused."
+    )
+    max_past_age_s: float = Field(
+        30 * 86400.0,
+        description="Samples older than this are refused (beyond raw retention they would be pruned).",
+    )
+    retention_raw_s: float = Field(7 * 86400.0, description="How long raw samples and events are kept.")
+    prune_interval_s: float = Field(600.0, description="How often the pruning job runs.")
+    detect_interval_s: float = Field(2.0, description="Period of the detector tick.")
+    background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("SPECWATCH_CONFIG")
+        if config_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
+        return tuple(sources)
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'specwatch.db'}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with explicit CLI values (non-None) taking precedence."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from alembic import context
+
+from app.db import make_engine
+from app.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def run_migrations() -> None:
+    url = config.get_main_option("sqlalchemy.url")
+    assert url, "sqlalchemy.url must be set"
+    engine = make_engine(url)
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            target_metadata=target_metadata,
+            render_as_batch=connection.dialect.name == "sqlite",
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+run_migrations()

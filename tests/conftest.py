@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import PgDatabases, ServerProcess, cli, pg_available, unavailable
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="run long soak variants")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="soak variant: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgDatabases]:
+    problem = pg_available()
+    if problem:
+        unavailable(f"PostgreSQL ({problem})")
+    dbs = PgDatabases()
+    yield dbs
+    dbs.drop_all()
+
+
+def _sqlite_url(tmp_path: Path, migrated: bool) -> str:
+    from app.db import upgrade
+
+    url = f"sqlite:///{tmp_path / 'specwatch.db'}"
+    if migrated:
+        upgrade(url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, migrated database on each backend in turn."""
+    if request.param == "sqlite":
+        return _sqlite_url(tmp_path, migrated=True)
+    pg: PgDatabases = request.getfixturevalue("pg")
+    return pg.fresh()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database with no schema, on each backend in turn."""
+    if request.param == "sqlite":
+        return _sqlite_url(tmp_path, migrated=False)
+    pg: PgDatabases = request.getfixturevalue("pg")
+    return pg.fresh(migrated=False)
+
+
+@pytest.fixture
+def server(db_url: str) -> Iterator[ServerProcess]:
+    """A real `specwatch serve` process on each backend."""
+    srv = ServerProcess(db_url).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def make_token(db_url: str):  # type: ignore[no-untyped-def]
+    def make(host: str) -> str:
+        return str(cli("token", "create", "--host", host, "--database-url", db_url).stdout.strip())
+
+    return make
