@@ -4,8 +4,8 @@
 
 The mix follows a serving TP=8 SGLang launch with NCCL_DEBUG=INFO: mostly decode/prefill stats and uvicorn
 access lines, start-up lines per rank, tqdm bars with carriage returns, NCCL INFO noise, PyTorch watchdog
-lines, a few tracebacks and unknown lines. Prints lines per CPU second for both loops and their ratio (CPU time, not wall time:
-the benchmark machine is shared, and contention would otherwise be measured as parser cost).
+lines, a few tracebacks and unknown lines. Prints lines per CPU second for both loops and their ratio
+(CPU time, not wall time: on a shared machine contention would otherwise be measured as parser cost).
 """
 
 from __future__ import annotations
