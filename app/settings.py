@@ -56,6 +56,10 @@ class Settings(BaseSettings):
         15.0, description="Only the server holding the detector lease runs detection; it expires after this."
     )
     background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
+    leader_lease_s: float = Field(
+        8.0,
+        description="Lease of the leader role among servers sharing a database; fail-over takes at most this long.",
+    )
 
     @classmethod
     def settings_customise_sources(
