@@ -52,9 +52,6 @@ class Settings(BaseSettings):
         default_factory=DetectConfig,
         description="Detection thresholds (docs/detection.md); e.g. SPECWATCH_DETECT__STALL_SERVING_S=30.",
     )
-    detect_lease_s: float = Field(
-        15.0, description="Only the server holding the detector lease runs detection; it expires after this."
-    )
     background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
     leader_lease_s: float = Field(
         8.0,
