@@ -7,13 +7,14 @@ import math
 
 from agents import wire
 from agents.sim import formats as F
-from agents.sim.failures import launcher_crash, traceback_text
+from agents.sim.failures import launcher_crash, sglang_watchdog, traceback_text
 from agents.sim.faults import Fates, resolve
 from agents.sim.hardware import CPU_OF, gpu_numbers, proc_numbers
 from agents.sim.metrics import sglang_metrics
 from agents.sim.noise import unit
 from agents.sim.scenario import Scenario
 from agents.sim.serving import Traffic, decode_text, prefill_text
+from agents.sim.stacks import py_spy_dump
 from agents.sim.startup import GIB, GPU_TOTAL_GIB, RankStartup
 from agents.sim.timeline import INF, ProcTimeline, Segment, SimLogLine
 from agents.sim.topology import RankInfo, ranks
@@ -130,6 +131,11 @@ class SimCluster:
             proc.segments.append(Segment(fate.stop, INF, fate.after, mem, mem, rss, rss))
         for ts, text in fate.glog:
             proc.lines.append(SimLogLine(ts, builder.file, text))
+        if fate.watchdog:
+            ts, timeout_s = fate.watchdog
+            for k, text in enumerate(sglang_watchdog(proc.pid, timeout_s)):
+                head = F.sglang_prefix(ts + 0.01 * k, builder.tags, self.sc.spec.cluster.log_ms)
+                proc.lines.append(SimLogLine(ts + 0.01 * k, builder.file, head + text))
         if fate.exit < INF:
             proc.exit_time, proc.exit_code = fate.exit, fate.exit_code
             if fate.error:
@@ -398,6 +404,16 @@ class SimCluster:
         return sglang_metrics(
             series, now, self.ready, m.speculative, sv.prompt_tokens, sv.output_tokens, sv.cache_hit_rate
         )
+
+    def stack_dump(self, host: str, pid: int, now: float) -> str | None:
+        """What ``py-spy dump --pid PID`` prints on that host at ``now``; None if no such live process."""
+        self._check(host)
+        for p in self.procs[host]:
+            if p.pid == pid and p.alive(now):
+                seg = p.segment_at(now)
+                activity = seg.activity if seg else ("import" if p.role == "scheduler" else "main")
+                return py_spy_dump(p, activity, serving=self.ready <= now and self.serve_stop > self.ready)
+        return None
 
     def hardware_events(self, host: str, since: float, until: float) -> list[wire.Event]:
         self._check(host)
