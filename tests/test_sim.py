@@ -35,8 +35,8 @@ def all_lines(cluster: SimCluster, host: str, until_s: float) -> list:
 def test_every_scenario_loads_and_plays() -> None:
     names = scenario_names()
     assert {"healthy", "startup-deadlock"} <= set(names)
-    for name in names:
-        sc = load_scenario(name)
+    for name, scale in [(n, s) for n in names for s in (1.0, 0.1)]:
+        sc = load_scenario(name, time_scale=scale)
         assert sc.name == name and sc.description and sc.deployment and sc.hosts and sc.duration_s > 0
         assert sc.healthy == (not sc.expected)
         for exp in sc.expected:
