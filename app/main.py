@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from app import __version__, retention
+from app import __version__, retention, web
 from app.api import ingest_router, read_router
 from app.background import Job, run_job
 from app.db import make_engine, session_factory, transaction
@@ -111,4 +111,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(ingest_router)
     app.include_router(read_router)
+    web.install(app)
     return app
