@@ -242,6 +242,7 @@
     const data = cols;
     if (!chart) {
       box.replaceChildren();
+      box.classList.toggle("banded", series.length === 3 && !!series[1].band);
       chart = new uPlot({
         width: box.clientWidth || 400, height: 150,
         cursor: { sync: { key: SYNC.key, setSeries: false }, drag: { x: true, y: false, setScale: false } },
