@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from app import __version__, retention
+from app import __version__, alerts, promexport, retention
 from app.api import ingest_router, read_router
 from app.background import Job, run_job
 from app.db import make_engine, session_factory, transaction
@@ -58,6 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         stop.set()
         for t in tasks:
             await t
+        for close in app.state.closers:
+            await asyncio.to_thread(close)
         engine.dispose()
 
     app = FastAPI(
@@ -71,12 +73,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessions = session_factory(engine)
     app.state.ingest_stats = IngestStats()
     app.state.after_ingest = []
+    app.state.closers = []  # called at shutdown, after the jobs stopped (e.g. wait for webhooks in flight)
 
     def prune_job(now: float) -> None:
         with transaction(app.state.sessions) as s:
             retention.prune(s, now, settings.retention_raw_s)
 
     app.state.jobs = [Job("prune", settings.prune_interval_s, prune_job)]
+    alerts.attach(app)
+    promexport.attach(app)
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(DBAPIError)
