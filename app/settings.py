@@ -65,6 +65,10 @@ class Settings(BaseSettings):
         2, ge=1, description="Most requests in flight to one receiver (across all server processes)."
     )
     alert_poll_interval_s: float = Field(0.5, description="How often the sender looks for due webhooks.")
+    leader_lease_s: float = Field(
+        8.0,
+        description="Lease of the leader role among servers sharing a database; fail-over takes at most this long.",
+    )
 
     @classmethod
     def settings_customise_sources(

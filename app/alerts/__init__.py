@@ -37,7 +37,12 @@ def attach(app: Any) -> None:
     app.state.jobs.append(Job("alert-sender", settings.alert_poll_interval_s, sender.tick))
     if settings.alert_reminder_interval_s > 0:
         app.state.jobs.append(
-            Job("alert-reminders", min(30.0, settings.alert_reminder_interval_s / 4), reminders)
+            Job(
+                "alert-reminders",
+                min(30.0, settings.alert_reminder_interval_s / 4),
+                reminders,
+                leader_only=True,
+            )
         )
     app.state.closers.append(sender.close)
     app.include_router(api.router)

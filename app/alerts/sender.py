@@ -127,7 +127,8 @@ class Sender:
         # daemon workers: a receiver that hangs must never hold the server's exit (its claim just expires)
         self.queue: queue.Queue[Claimed | None] = queue.Queue()
         self.threads = [
-            threading.Thread(target=self._work, name=f"webhook-{i}", daemon=True) for i in range(config.workers)
+            threading.Thread(target=self._work, name=f"webhook-{i}", daemon=True)
+            for i in range(config.workers)
         ]
         for t in self.threads:
             t.start()
