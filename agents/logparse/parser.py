@@ -44,6 +44,9 @@ class LogParser:
         self._tb: Traceback | None = None
         self._bars: dict[str, tuple[float, float]] = {}  # desc -> (start ts, last elapsed)
         self._capture_target: str | None = None
+        # how many tracebacks have started: a tailer compares it around feed() to learn that a line opened
+        # one (its offset is then the safe place to resume from until the traceback is emitted)
+        self.tracebacks_opened = 0
 
     @property
     def pending(self) -> bool:
@@ -54,6 +57,8 @@ class LogParser:
         """Parse one line (a trailing newline is ignored; ``\\r`` separates tqdm updates). ``now`` is only a
         fallback timestamp for undated lines before any dated one."""
         try:
+            if "\x00" in line:  # PostgreSQL text cannot hold NUL; binary garbage must not poison a batch
+                line = line.replace("\x00", "")
             if "\r" in line:
                 out: list[Event] = []
                 for part in line.split("\r"):
@@ -228,6 +233,7 @@ class LogParser:
             if self._tb is not None:
                 out.append(self._tb_event(self._tb))
             self._tb = Traceback(ts, rank)
+            self.tracebacks_opened += 1
             self._tb.add(_TB_SUFFIX)
         return out
 
