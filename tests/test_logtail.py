@@ -231,6 +231,17 @@ def test_a_huge_existing_log_is_read_from_its_recent_tail(tmp_path: Path) -> Non
     assert got and got[-1] == 2999 and len(got) < 200 and got == list(range(got[0], 3000))
 
 
+def test_undated_lines_take_the_read_time_once_caught_up_but_not_in_a_backlog(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    append(log, line(1) + 'INFO:     10.0.0.1:1 - "POST /generate HTTP/1.1" 200 OK\n')
+    t = tailer([log], tmp_path / "state")
+    backlog = t.poll(T0)
+    assert [e.ts for e in backlog] == [backlog[0].ts] * 2  # history: the last dated line's time
+    append(log, 'INFO:     10.0.0.1:2 - "POST /generate HTTP/1.1" 200 OK\n')
+    (live,) = t.poll(T0 + 5)
+    assert live.kind == "http_access" and live.ts == T0 + 5
+
+
 def test_rank_from_file_name() -> None:
     assert rank_from_name("/var/log/sglang-TP3.log") == "TP3"
     assert rank_from_name("scheduler_DP0_TP1.log") == "DP0 TP1"

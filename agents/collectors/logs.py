@@ -91,6 +91,9 @@ class _Stream:
     buf: bytearray = field(default_factory=bytearray)
     skipping: bool = False  # dropping the rest of an over-long line
     orphan: bool = False  # no longer matched by any path (rotated away): drain, then close
+    # caught up with the writer: what is read now was written just now, so undated lines take the read
+    # time; a backlog (first read, restart, more than one read budget behind) keeps the log's own times
+    live: bool = False
     noise: _Bucket = field(default_factory=lambda: _Bucket(20.0, 200.0))
     loud: _Bucket = field(default_factory=lambda: _Bucket(100.0, 500.0))
     suppressed: int = 0
@@ -237,7 +240,8 @@ class LogTailer:
         elif self._first_scan and st.st_size > self.backlog:
             # an old, huge log: read its recent tail, not gigabytes of history (first partial line dropped)
             start, skipping = st.st_size - self.backlog, True
-        s = _Stream(ident, path, fd, parser, start, start, fp, fp_len, now, skipping=skipping)
+        live = saved is None and not self._first_scan  # a file that appeared while we were watching
+        s = _Stream(ident, path, fd, parser, start, start, fp, fp_len, now, skipping=skipping, live=live)
         self._streams[ident] = s
         return s
 
@@ -251,14 +255,18 @@ class LogTailer:
                 self._restart(s)  # copytruncate (or truncated and rewritten): the file starts over
             budget = self.max_read
             got = False
+            read_time = now if s.live else None
             while budget > 0:
                 chunk = os.pread(s.fd, min(_CHUNK, budget), s.read_pos)
                 if not chunk:
+                    s.live = True
                     break
                 got = True
                 s.read_pos += len(chunk)
                 budget -= len(chunk)
-                out += self._consume(s, chunk, now)
+                out += self._consume(s, chunk, read_time)
+            if budget <= 0:
+                s.live = False
         except OSError:
             got = False
         if got:
@@ -296,7 +304,7 @@ class LogTailer:
         del self._streams[s.ident]
         return out
 
-    def _consume(self, s: _Stream, chunk: bytes, now: float) -> list[wire.Event]:
+    def _consume(self, s: _Stream, chunk: bytes, now: float | None) -> list[wire.Event]:
         s.buf += chunk
         buf = s.buf
         base = s.read_pos - len(buf)  # file offset of buf[0]
@@ -334,7 +342,7 @@ class LogTailer:
         s.buf = bytearray(rest)
         return out
 
-    def _feed(self, s: _Stream, raw: bytes, begin: int, end: int, now: float) -> list[wire.Event]:
+    def _feed(self, s: _Stream, raw: bytes, begin: int, end: int, now: float | None) -> list[wire.Event]:
         if len(raw) > self.max_line:
             raw = raw[: self.max_line]
         if b"\x00" in raw:

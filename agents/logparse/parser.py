@@ -54,8 +54,11 @@ class LogParser:
         return self._tb is not None
 
     def feed(self, line: str, now: float | None = None) -> list[Event]:
-        """Parse one line (a trailing newline is ignored; ``\\r`` separates tqdm updates). ``now`` is only a
-        fallback timestamp for undated lines before any dated one."""
+        """Parse one line (a trailing newline is ignored; ``\\r`` separates tqdm updates).
+
+        ``now`` is the time the line was read, for a reader that is following a file live: a line without a
+        timestamp of its own then gets the later of ``now`` and the last timestamp seen. Without ``now``
+        (replaying a file, or catching up on a backlog) it gets the last timestamp seen."""
         try:
             if "\x00" in line:  # PostgreSQL text cannot hold NUL; binary garbage must not poison a batch
                 line = line.replace("\x00", "")
@@ -87,9 +90,9 @@ class LogParser:
         if ts is not None:
             self.last_ts = ts
             return ts
-        if self.last_ts is not None:
-            return self.last_ts
-        return now if now is not None and now >= 0 else 0.0
+        if now is not None and now >= 0 and (self.last_ts is None or now > self.last_ts):
+            return now
+        return self.last_ts if self.last_ts is not None else 0.0
 
     def _base(self, now: float | None) -> date | None:
         if self.base_date is not None:
@@ -280,6 +283,8 @@ class LogParser:
             self._bars.clear()
         self._bars[bar.desc] = (start, el if el is not None else prev)
         ts = max(base, start + el) if el is not None else base
+        if now is not None and now > ts:
+            ts = now
         if bar.kind == "capture_progress" and self._capture_target:
             bar.fields["target"] = self._capture_target
         if extra:
