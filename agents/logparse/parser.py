@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import UTC, date, tzinfo
+from typing import Any
 
 from agents.wire import Event
 
@@ -44,6 +45,7 @@ class LogParser:
         self._tb: Traceback | None = None
         self._bars: dict[str, tuple[float, float]] = {}  # desc -> (start ts, last elapsed)
         self._capture_target: str | None = None
+        self._seconds: dict[str, float] = {}
         # how many tracebacks have started: a tailer compares it around feed() to learn that a line opened
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
@@ -93,6 +95,18 @@ class LogParser:
         if now is not None and now >= 0 and (self.last_ts is None or now > self.last_ts):
             return now
         return self.last_ts if self.last_ts is not None else 0.0
+
+    def _dated(self, key: str, g: tuple[str | Any, ...], frac: float) -> float | None:
+        """Epoch of ``YYYY-MM-DD HH:MM:SS`` (groups 0-5) plus ``frac``; most lines repeat the previous second,
+        so the conversion is memoised on the text itself."""
+        base = self._seconds.get(key)
+        if base is None:
+            ts = self.clock.epoch(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))
+            base = -1.0 if ts is None else ts
+            if len(self._seconds) > 256:
+                self._seconds.clear()
+            self._seconds[key] = base
+        return None if base < 0 else base + frac
 
     def _base(self, now: float | None) -> date | None:
         if self.base_date is not None:
@@ -159,9 +173,7 @@ class LogParser:
                     g = m.groups()
                     fr = heads.frac(g[6])
                     if g[0]:
-                        ts = self.clock.epoch(
-                            int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), fr
-                        )
+                        ts = self._dated(s[1:20], g, fr)
                     else:
                         ts = self.clock.time_only(
                             int(g[3]), int(g[4]), int(g[5]), fr, self.last_ts, self._base(now)
@@ -176,9 +188,7 @@ class LogParser:
             m = heads.DATED.match(s)
             if m:
                 g = m.groups()
-                ts = self.clock.epoch(
-                    int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), heads.frac(g[6])
-                )
+                ts = self._dated(s[:19], g, heads.frac(g[6]))
                 level = heads.LEVELS.get((g[7] or g[8] or "").upper())
                 if g[9]:
                     extra = {**(extra or {}), "pid": int(g[9])}
