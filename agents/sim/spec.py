@@ -23,7 +23,7 @@ IncidentKind = Literal[
     "agent_silent",
 ]
 # What a stuck rank looks like from outside: see agents/sim/hardware.py for the numbers behind each.
-Signature = Literal["cpu_busy", "blocked", "spin", "idle"]
+Signature = Literal["cpu_busy", "blocked", "spin", "idle", "driver_wait"]
 StepName = Literal[
     "dist_init",
     "load_target",
@@ -142,6 +142,11 @@ class FaultSpec(BaseModel):
     rank: str | None = Field(None, description="rank label as the engine prints it; hang only: none = all")
     step: StepName | None = Field(None, description="fault when the rank reaches this start-up step")
     within: float = Field(0.0, ge=0, lt=1, description="fraction into `step` at which the fault happens")
+    lockstep: bool = Field(
+        False,
+        description="hang within a step whose work is collective (graph capture): peers stop at the same "
+        "instant instead of finishing the step on their own (loading)",
+    )
     serving_s: float | None = Field(None, ge=0, description="seconds after the server is ready")
     at_s: float | None = Field(None, ge=0, description="seconds after t0")
     culprit_signature: Signature = "cpu_busy"
@@ -149,6 +154,9 @@ class FaultSpec(BaseModel):
     collective_timeout_s: float = Field(0.0, ge=0, description="PyTorch NCCL collective timeout; 0: never")
     heartbeat_timeout_s: float = Field(0.0, ge=0, description="after the timeout; 0: no heartbeat lines")
     abort: bool = Field(False, description="processes abort (SIGABRT) after the last NCCL lines")
+    sglang_watchdog_s: float = Field(
+        0.0, ge=0, description="SGLang's scheduler watchdog (armed only once serving); 0: off or never fires"
+    )
     exit_code: int = -6
     error: CrashError = "illegal_memory_access"
     cascade: bool = Field(True, description="the launcher then kills every other process (SGLang does)")
