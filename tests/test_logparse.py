@@ -518,6 +518,19 @@ TORCH_LINES: list[tuple[str, str, dict[str, Any]]] = [
         {"global_rank": 1, "from_rank": 3},
     ),
     (
+        "[rank3]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] Received a dump "
+        "signal due to a collective timeout from rank 0 and we will try our best to dump the debug info. Last "
+        "enqueued NCCL work: 5729, last completed NCCL work: 5729.This is most likely caused by ...",
+        "nccl_dump",
+        {"global_rank": 3, "from_rank": 0, "enqueued": 5729, "completed": 5729},
+    ),
+    (
+        "[rank0]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 0] failure "
+        "detected by watchdog at work sequence id: 5730 PG status: last enqueued work: 5730, last completed work: 5729",
+        "nccl_work_update",
+        {"global_rank": 0, "enqueued": 5730, "completed": 5729, "failed_work": 5730},
+    ),
+    (
         "[rank1]:[F1201 10:00:00.1 ProcessGroupNCCL.cpp:1700] [PG ID 0 PG GUID 0(default_pg) Rank 1] Terminating the "
         "process after attempting to dump debug info, due to collective timeout or exception.",
         "nccl_dump",
@@ -678,13 +691,22 @@ def test_an_unprefixed_traceback_at_the_end_of_a_log_is_flushed() -> None:
     assert not p.pending
 
 
-def test_lines_without_a_timestamp_before_any_dated_one_use_now_then_the_last_seen() -> None:
+def test_undated_lines_take_the_last_timestamp_or_the_live_read_time() -> None:
     p = LogParser(source="log:/var/log/sglang.log")
-    (ev,) = p.feed("gpu1:1:1 [0] NCCL INFO cudaDriverVersion 12040", now=1_700_000_000.0)
-    assert ev.ts == 1_700_000_000.0 and ev.source == "log:/var/log/sglang.log"
+    (ev,) = p.feed("gpu1:1:1 [0] NCCL INFO cudaDriverVersion 12040")
+    assert ev.ts == 0.0 and ev.source == "log:/var/log/sglang.log"  # nothing known: no invented time
     p.feed("[2025-02-07 02:00:00 TP1] Load weight begin. avail mem=10.00 GB")
-    (ev,) = p.feed("some unknown line", now=1_800_000_000.0)
+    (ev,) = p.feed("some unknown line")
     assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00")) and ev.kind == "raw"
+    # read live, five minutes after the last dated line: an unprefixed traceback happened now, not back then
+    live = utc("2025-02-07 02:05:00")
+    p.feed("Traceback (most recent call last):", now=live)
+    p.feed('  File "x.py", line 1, in <module>', now=live)
+    (tb,) = p.feed("RuntimeError: CUDA error: an illegal memory access was encountered", now=live) + p.flush()
+    assert tb.kind == "traceback" and tb.ts == live
+    # a read time behind the log's own clock (a skewed host) never moves events back in time
+    (ev,) = p.feed("another unknown line", now=utc("2025-02-07 01:00:00"))
+    assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00"))
 
 
 def test_unknown_lines_are_raw_with_a_guessed_severity() -> None:
