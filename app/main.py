@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from app import __version__, leader, retention
+from app.acceptance_api import router as acceptance_router
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
 from app.db import make_engine, session_factory, transaction
@@ -133,4 +134,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(ingest_router)
     app.include_router(read_router)
+    app.include_router(acceptance_router)
     return app

@@ -73,7 +73,7 @@ def run_preflight(
 
 def findings_json(findings: list[Finding], limit: int = FINDINGS_JSON_MAX) -> str:
     """Compact JSON of the findings for the event's fields; long key lists are cut first."""
-    for keep in (8, 3, 0):
+    for keep in (24, 8, 3, 0):
         rows = [dict(f.to_dict(), keys=list(f.keys[:keep]), renames={}) for f in sort_findings(findings)]
         text = json.dumps(rows, separators=(",", ":"), ensure_ascii=False)
         if len(text) <= limit:
