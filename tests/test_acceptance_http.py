@@ -111,5 +111,11 @@ def test_acceptance_panel_in_chromium(server: ServerProcess, make_token, tmp_pat
             spark = page.get_by_role("img", name="accept length over time, 1.0 to 2.0")
             assert spark.is_visible()
             assert page.locator('[data-field="recent_len"]').inner_text() == "1.01 / 4"
+
+            # the launch page pulls the same panel in beside its charts
+            page.goto(f"{server.base_url}/launches/{launch}", timeout=60_000)
+            panel = page.locator('#acceptance-diagnosis [data-cause="draft_checkpoint"]')
+            panel.wait_for(state="visible", timeout=30_000)
+            assert "midlayer" in panel.inner_text()
         finally:
             browser.close()

@@ -14,6 +14,7 @@ from tests.checkpoints import (
     SMALL,
     draft_config,
     draft_tensors,
+    layer_tensors,
     make_draft,
     make_target,
     write_config,
@@ -269,3 +270,27 @@ def test_unreadable_checkpoints_exit_2_with_one_sentence(tmp_path: Path, setup: 
 def test_bad_engine_version_is_refused(tmp_path: Path) -> None:
     proc = cli("check-draft", str(make_draft(tmp_path / "d")), "--engine-version", "banana", check=False)
     assert proc.returncode == 2 and "cannot read the engine version 'banana'" in proc.stderr
+
+
+def test_both_namings_and_multi_layer_drafts(tmp_path: Path, target: Path) -> None:
+    both = draft_tensors(layout="midlayer")
+    both.update(layer_tensors("layers.0.", SMALL))
+    write_config(tmp_path / "both", draft_config())
+    write_safetensors(tmp_path / "both" / "model.safetensors", both)
+    code, report = check(tmp_path / "both", "--target", target, "--engine-version", "0.5.12")
+    assert code == 1 and len(by_code(report, "duplicate_keys")[0]["keys"]) == 20
+    code, report = check(tmp_path / "both", "--target", target, "--engine-version", "0.5.6")
+    assert code == 1 and "duplicate parameters" in by_code(report, "dropped_keys")[0]["title"]
+
+    two = draft_tensors(layout="layers")
+    two.update(layer_tensors("layers.1.", SMALL, first=False))
+    write_config(tmp_path / "two", draft_config(num_hidden_layers=2))
+    write_safetensors(tmp_path / "two" / "model.safetensors", two)
+    code, report = check(tmp_path / "two", "--target", target, "--engine-version", "0.5.12")
+    assert (code, problems(report)) == (0, []), report["findings"]
+    code, report = check(tmp_path / "two", "--target", target, "--engine-version", "0.5.6")
+    assert code == 2 and by_code(report, "too_many_layers")
+    # one layer too few in config.json: the extra layer's weights have nowhere to go
+    write_config(tmp_path / "two", draft_config(num_hidden_layers=1))
+    code, report = check(tmp_path / "two", "--target", target, "--engine-version", "0.5.12")
+    assert code == 2 and '"num_hidden_layers": 2' in by_code(report, "dropped_keys")[0]["fix"]

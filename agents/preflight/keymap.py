@@ -25,6 +25,7 @@ SWAPS = (
     ("aux_norm_mid", "fc_norm.1", "rename `aux_norm_low|mid|high` → `fc_norm.0|1|2`"),
     ("aux_norm_high", "fc_norm.2", "rename `aux_norm_low|mid|high` → `fc_norm.0|1|2`"),
 )
+LAYER_KEY = re.compile(r"^(?:[\w]+\.)*?layers\.(\d+)\.")
 SILENT = (
     "skipped without a word at load: {what} stays at random init, so drafts are noise and acceptance "
     "collapses to ~1 token per step"
@@ -84,7 +85,7 @@ def _rename(ctx: Context, loader: Loader, key: str) -> tuple[str, str] | None:
 def _config_fix(ctx: Context, loader: Loader, key: str) -> tuple[str, Severity, str] | None:
     """Keys that match a parameter the engine would build under another config: (fix, severity, what)."""
     cfg = ctx.cfg
-    m = re.match(r"^(?:model\.)?layers\.(\d+)\.", key)
+    m = LAYER_KEY.match(key)
     if m and int(m.group(1)) > 0:
         if not loader.layered:
             return (
@@ -92,7 +93,7 @@ def _config_fix(ctx: Context, loader: Loader, key: str) -> tuple[str, Severity, 
                 "error",
                 f"draft layer {m.group(1)}",
             )
-        deepest = max(int(x) for x in re.findall(r"(?:^|\.)layers\.(\d+)\.", " ".join(ctx.tensors)) or ["0"])
+        deepest = max(int(m.group(1)) for k in ctx.tensors if (m := LAYER_KEY.match(k)))
         return (
             f'config.json says "num_hidden_layers": {cfg.num_hidden_layers} but the checkpoint has layers up to '
             f'{deepest}: set "num_hidden_layers": {deepest + 1}',
@@ -122,7 +123,9 @@ def _pattern(key: str) -> str:
     return re.sub(r"\.\d+\.", ".N.", key)
 
 
-def _classify(ctx: Context, loader: Loader, key: str) -> tuple[str, str, Severity, str, str]:
+def _classify(
+    ctx: Context, loader: Loader, key: str, covered: set[str]
+) -> tuple[str, str, Severity, str, str]:
     """(kind, fix, severity, what it was meant to be, new name or "") for a key the loader cannot place."""
     params = ctx.params[loader.key]
     rename = _rename(ctx, loader, key)
@@ -130,6 +133,15 @@ def _classify(ctx: Context, loader: Loader, key: str) -> tuple[str, str, Severit
         new, how = rename
         target = resolve(loader, new, params) or new
         p = params.get(target)
+        if target in covered:
+            sev_dup: Severity = "error" if loader.strict else "warning"
+            return (
+                "shadowed",
+                "keep one naming: drop the second copy",
+                sev_dup,
+                (p.role if p and p.role else target),
+                "",
+            )
         sev: Severity = "error" if (p is not None and p.required) or loader.strict else "warning"
         return "rename", how, sev, (p.role if p and p.role else target), new
     fix = _config_fix(ctx, loader, key)
@@ -145,10 +157,11 @@ def dropped_keys(ctx: Context, loader: Loader) -> tuple[list[Finding], set[str]]
     groups: dict[tuple[str, str, Severity], dict[str, str]] = {}
     whats: dict[tuple[str, str, Severity], set[str]] = {}
     filled: set[str] = set()
+    covered = {p for k in ctx.tensors if (p := resolve(loader, k, params)) is not None}
     for key in sorted(ctx.tensors):
         if resolve(loader, key, params) is not None:
             continue
-        kind, fix, sev, what, new = _classify(ctx, loader, key)
+        kind, fix, sev, what, new = _classify(ctx, loader, key, covered)
         if new:
             filled.add(resolve(loader, new, params) or new)
         groups.setdefault((kind, fix, sev), {})[key] = new
@@ -158,7 +171,10 @@ def dropped_keys(ctx: Context, loader: Loader) -> tuple[list[Finding], set[str]]
         n = len(renames)
         what = ", ".join(sorted(whats[(kind, fix, sev)]))
         keys = f"{n} key{'s' if n != 1 else ''}"
-        if kind == "unknown":
+        if kind == "shadowed":
+            title = f"{keys} duplicate parameters already loaded under another name ({what})"
+            effect = STRICT if loader.strict else "ignored by {engine}: the other copy is the one loaded"
+        elif kind == "unknown":
             title = f"{keys} match no parameter {{engine}} builds ({what})"
             effect = STRICT if loader.strict else "skipped at load without a word"
             fix = "remove them, or rename them to the parameter they were meant for"
