@@ -12,7 +12,11 @@ from collections.abc import Sequence
 from app import __version__
 
 # Modules that add subcommands: each has register(subparsers) which sets ``func`` on its parser.
+<<<<<<< HEAD
 COMMAND_MODULES: tuple[str, ...] = ("app.commands", "app.check_draft")
+=======
+COMMAND_MODULES: tuple[str, ...] = ("app.commands", "app.alerts.commands")
+>>>>>>> main
 
 
 def build_parser() -> argparse.ArgumentParser:
