@@ -99,6 +99,24 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _write_renamed(draft: Any, findings: list[Any], args: argparse.Namespace) -> Any:
+    from agents.preflight.rename import RenameError, planned_renames, write_renamed
+
+    renames = planned_renames(findings)
+    if not renames:
+        print("nothing to rename: no finding proposes a key rename", file=sys.stderr)
+        return None
+    try:
+        n = write_renamed(draft, renames, args.write_renamed)
+    except (RenameError, OSError) as exc:
+        raise CommandError(str(exc)) from exc
+    print(
+        f"wrote {args.write_renamed} with {n} tensor(s) renamed; the report below is for the copy",
+        file=sys.stderr,
+    )
+    return args.write_renamed
+
+
 def cmd_check_draft(args: argparse.Namespace) -> int:
     from agents.preflight import CheckpointError, check_draft, exit_code, load_checkpoint
     from agents.preflight.findings import counts, summary_line
@@ -109,6 +127,13 @@ def cmd_check_draft(args: argparse.Namespace) -> int:
         findings = check_draft(draft, target, args.engine, args.engine_version)
     except (CheckpointError, ValueError) as exc:
         raise CommandError(str(exc)) from exc
+    fixed = None
+    if args.write_renamed:
+        fixed = _write_renamed(draft, findings, args)
+        if fixed is not None:
+            # report on the copy: what is left is what the renames could not fix
+            draft = load_checkpoint(fixed, "draft")
+            findings = check_draft(draft, target, args.engine, args.engine_version)
     code = exit_code(findings)
     report = {
         "draft": describe(draft, "draft"),
@@ -119,6 +144,7 @@ def cmd_check_draft(args: argparse.Namespace) -> int:
         "counts": counts(findings),
         "summary": summary_line(findings),
         "exit_code": code,
+        "renamed_copy": str(fixed) if fixed else None,
     }
     if args.json:
         json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
@@ -148,4 +174,10 @@ def register(sub: Any) -> None:
         help="engine release, e.g. 0.5.6 (SGLang's weight names changed in 0.5.11-0.5.12; without it both are checked)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable report on stdout (for CI)")
+    p.add_argument(
+        "--write-renamed",
+        metavar="DIR",
+        help="write a copy of the draft with the proposed key renames applied (headers rewritten, data copied "
+        "byte for byte; the original is not touched), then report on the copy",
+    )
     p.set_defaults(func=cmd_check_draft)

@@ -294,3 +294,31 @@ def test_both_namings_and_multi_layer_drafts(tmp_path: Path, target: Path) -> No
     write_config(tmp_path / "two", draft_config(num_hidden_layers=1))
     code, report = check(tmp_path / "two", "--target", target, "--engine-version", "0.5.12")
     assert code == 2 and '"num_hidden_layers": 2' in by_code(report, "dropped_keys")[0]["fix"]
+
+
+def test_write_renamed_fixes_the_draft_without_touching_it(tmp_path: Path, target: Path) -> None:
+    draft = make_draft(tmp_path / "wrapped", layout="layers", prefix="draft_model.")
+    before = (draft / "model.safetensors").read_bytes()
+    fixed = tmp_path / "fixed"
+    proc = cli(
+        "check-draft", str(draft), "--target", str(target), "--engine-version", "0.5.6",
+        "--write-renamed", str(fixed), "--json", check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "renamed" in proc.stderr
+    report = json.loads(proc.stdout)
+    assert problems(report) == [] and report["renamed_copy"] == str(fixed)
+    # the original is untouched; the copy carries the same tensor bytes under the new names
+    assert (draft / "model.safetensors").read_bytes() == before
+    from agents.preflight.headers import read_header
+
+    old, new = read_header(draft / "model.safetensors"), read_header(fixed / "model.safetensors")
+    assert "midlayer.self_attn.q_proj.weight" in new.tensors and "fc.weight" in new.tensors
+    assert new.file_bytes == new.expected_bytes  # a complete, valid file
+    data_len = sum(t.nbytes for t in old.tensors.values())
+    assert before[-data_len:] == (fixed / "model.safetensors").read_bytes()[-data_len:]
+    assert json.loads((fixed / "config.json").read_text()) == json.loads((draft / "config.json").read_text())
+
+    # never over an existing checkpoint
+    proc = cli("check-draft", str(draft), "--write-renamed", str(fixed), check=False)
+    assert proc.returncode == 2 and "already exists and is not empty" in proc.stderr
