@@ -146,3 +146,5 @@ class IngestAck:
     server_time: float
     # pids the server wants a py-spy dump of (the agent answers with "stacks" events in a later batch)
     stack_requests: list[int] = field(default_factory=list)
+    # server clock minus the agent's, measured from the X-Specwatch-Sent-At header; timestamps were shifted by it
+    clock_offset_s: float = 0.0
