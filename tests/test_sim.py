@@ -457,6 +457,21 @@ def test_quiet_but_healthy_scenarios_keep_moving() -> None:
     assert running == 0
 
 
+def test_multi_tag_labels_follow_sglang() -> None:
+    sc = load_scenario("pp-ep")
+    cluster = SimCluster(sc, T0)
+    now = T0 + sc.ready_s + 30
+    second = sorted(p.name for p in cluster.process_samples("gpu-c02", now) if p.rank)
+    assert second == sorted(f"sglang::scheduler_PP1_TP{i}_EP{i}" for i in range(8))
+    decode = [ln.text for ln in cluster.log_lines("gpu-c02", now - 10, now) if "Decode batch" in ln.text]
+    assert decode and all(PREFIX.match(t).group(2) == "PP1 TP0 EP0" for t in decode)  # type: ignore[union-attr]
+    first = cluster.log_lines("gpu-c01", now - 10, now)
+    assert first and all(
+        "Decode batch" not in ln.text for ln in first
+    )  # access lines only: HTTP is on host 1
+    assert 'pp_rank="1"' in (cluster.metrics_text("gpu-c01", now) or "")
+
+
 def test_two_hosts_split_sixteen_ranks() -> None:
     sc = load_scenario("two-hosts")
     cluster = SimCluster(sc, T0)
