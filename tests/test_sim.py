@@ -341,6 +341,23 @@ def test_collective_spin_peers_spin_at_idle_power_culprit_idle() -> None:
     assert last < T0 + exp.onset_s  # nothing moves in the logs after the hang
 
 
+def test_one_rank_stuck_loading_while_peers_finish() -> None:
+    sc = load_scenario("rank-stuck-loading")
+    (exp,) = sc.expected
+    cluster = SimCluster(sc, T0)
+    lines = cluster.log_lines("gpu-a01", T0, T0 + sc.duration_s)
+    ended = {ln.file for ln in lines if "Load weight end." in ln.text}
+    assert ended == {f"sglang-TP{i}.log" for i in range(8) if i != 6}
+    assert any("64/64" in ln.text for ln in lines)  # TP0's bar completes: the bar alone hides the straggler
+    now = T0 + sc.schedule.step("load_target").end + 60
+    mem = {g.index: g.mem_used_bytes or 0 for g in cluster.gpu_samples("gpu-a01", now)}
+    assert mem[6] < min(m for i, m in mem.items() if i != 6) - 5 * 2**30
+    procs = {p.rank: p for p in cluster.process_samples("gpu-a01", now) if p.rank}
+    later = {p.rank: p for p in cluster.process_samples("gpu-a01", now + 60) if p.rank}
+    assert procs["TP6"].state == "D" and later["TP6"].io_read_bytes == procs["TP6"].io_read_bytes
+    assert exp.culprit == "TP6" and exp.onset_s < now - T0
+
+
 def test_rank_crash_exit_code_then_gone_and_launcher_says_so() -> None:
     sc = load_scenario("rank-crash")
     (exp,) = sc.expected
