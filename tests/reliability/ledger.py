@@ -137,7 +137,9 @@ def audit(database_url: str, agent: Agent) -> Ledger:
         eng.dispose()
     stored = set(seqs)
     if len(seqs) != len(stored):
-        problems.append(f"(agent, seq) stored twice: {sorted(s for s, n in Counter(seqs).items() if n > 1)[:10]}")
+        problems.append(
+            f"(agent, seq) stored twice: {sorted(s for s, n in Counter(seqs).items() if n > 1)[:10]}"
+        )
     if lost := sorted(acked - stored):
         problems.append(f"acknowledged but not stored: seqs {lost[:20]}")
     msg_counts = Counter(messages)

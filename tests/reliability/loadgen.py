@@ -69,7 +69,7 @@ def _write_atomic(path: Path, data: str) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+    tmp.replace(path)
 
 
 def _append(path: Path, line: str) -> None:
