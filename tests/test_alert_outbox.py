@@ -154,7 +154,7 @@ def test_errors_retry_back_off_then_fail_visibly(store: Store, tmp_path: Path) -
         launch = store.launch()
         t0 = time.time()
         store.open(launch, now=t0 - 31)
-        s = sender(store, give_up_after_s=4.0)
+        s = sender(store, give_up_after_s=36.0)  # written 31 s ago: about 5 s of retries left
         try:
             wait_for(
                 "the typo'd receiver to fail for good and the flaky one to give up",
@@ -170,3 +170,20 @@ def test_errors_retry_back_off_then_fail_visibly(store: Store, tmp_path: Path) -
         assert typo.attempts >= 1
     finally:
         receiver.stop()
+
+
+def test_upgrade_to_confirmed_is_its_own_message(store: Store) -> None:
+    from app.alerts.formats import Message, render
+
+    store.add_receiver("http://127.0.0.1:9/hook", fmt="slack")
+    inc = store.open(store.launch(), culprit="TP3")
+    store.upgrade(inc)
+    opened, upgraded = store.deliveries()
+    assert (opened.event, upgraded.event) == ("opened", "upgraded")
+    snap = upgraded.payload["incidents"][0]
+    assert snap["confidence"] == "confirmed" and "NCCL watchdog fired" in snap["summary"]
+    body = render(
+        "slack", Message(upgraded.delivery_id, "upgraded", upgraded.created_at, [snap], "ops", "https://x")
+    )
+    assert body["blocks"][0]["text"]["text"].startswith("🔴 Confirmed: Suspected deadlock")
+    assert opened.payload["incidents"][0]["confidence"] == "suspected", "each message keeps its own snapshot"
