@@ -107,6 +107,14 @@ def test_healthy_gpus_look_like_an_h200_launch() -> None:
     assert len({g.uuid for g in serving}) == 8
 
 
+def test_h100_reports_like_an_h100() -> None:
+    sc = load_scenario("h100-healthy")
+    gpus = SimCluster(sc, T0).gpu_samples("gpu-a01", T0 + sc.ready_s + 60)
+    assert {g.name for g in gpus} == {"NVIDIA H100 80GB HBM3"}
+    assert {g.mem_total_bytes for g in gpus} == {81559 * 2**20}
+    assert all(60 * 2**30 < (g.mem_used_bytes or 0) < 80 * 2**30 for g in gpus)
+
+
 def test_startup_deadlock_culprit_stands_out() -> None:
     sc = load_scenario("startup-deadlock")
     (exp,) = sc.expected
@@ -228,6 +236,10 @@ def test_process_titles_are_sglangs() -> None:
         ('base = "healthy"\n[[faults]]\nkind = "hang"\nrank = "TP9"\nstep = "kv_alloc"\n', "faults.0.rank"),
         ('base = "healthy"\n[[faults]]\nkind = "hang"\nrank = "TP1"\n', "faults.0"),
         ('base = "nope"\n', "base"),
+        (
+            'base = "healthy"\n[cluster]\ngpu = "H100"\n',
+            "model.weights_gb: 77.9 GiB of weights per GPU leave no KV",
+        ),
         ('description = "x"\ndeployment = "d"\nduration_s = \n', "TOML"),
     ],
 )

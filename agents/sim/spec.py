@@ -37,6 +37,7 @@ StepName = Literal[
 CrashError = Literal["illegal_memory_access", "oom", "nccl_error", "launch_failure", "killed"]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
+GPU_TOTAL_GIB = {"H200": 143771 / 1024, "H100": 81559 / 1024}  # NVML memory.total, MiB -> GiB
 
 
 class ClusterSpec(BaseModel):
@@ -199,6 +200,18 @@ class ScenarioSpec(BaseModel):
         default_factory=list,
         description="kinds a detector may also open after the fault (not false positives)",
     )
+
+    @model_validator(mode="after")
+    def _fits_in_memory(self) -> ScenarioSpec:
+        m, gpu = self.model, self.cluster.gpu
+        budget = GPU_TOTAL_GIB[gpu] * m.mem_fraction_static
+        weights = m.weights_gb + (m.draft_weights_gb if m.speculative else 0.0)
+        if weights + 1.0 > budget:  # SGLang needs room for at least some KV cache
+            raise ValueError(
+                f"model.weights_gb: {weights:.1f} GiB of weights per GPU leave no KV cache on an {gpu} "
+                f"({budget:.1f} GiB at mem_fraction_static {m.mem_fraction_static})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _refs(self) -> ScenarioSpec:
