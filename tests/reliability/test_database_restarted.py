@@ -112,6 +112,7 @@ def test_database_restarted_under_load_answers_503_then_catches_up(outage: Outag
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 @pytest.mark.postgres
 def test_soak_database_restarted_many_times(outage: Outage, tmp_path: Path) -> None:
-    outage_under_load(outage, tmp_path, batches=3000, outage_s=5, cycles=10)
+    outage_under_load(outage, tmp_path, batches=1500, outage_s=5, cycles=8)

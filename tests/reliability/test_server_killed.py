@@ -51,5 +51,6 @@ def test_server_sigkilled_while_agents_send_loses_and_duplicates_nothing(db_url:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_soak_server_sigkilled_many_times(db_url: str, tmp_path: Path) -> None:
-    kill_loop(db_url, tmp_path, kills=30, batches=2000, n_agents=4)
+    kill_loop(db_url, tmp_path, kills=20, batches=1000, n_agents=4)
