@@ -28,7 +28,7 @@ class Agent:
     batches: int
     proc: subprocess.Popen[str] | None = None
 
-    def start(self, url: str, token: str, interval: float = 0.02) -> Agent:
+    def start(self, url: str, token: str, interval: float = 0.02, extra: tuple[str, ...] = ()) -> Agent:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
             [
@@ -38,6 +38,7 @@ class Agent:
                 *("--url", url, "--token", token, "--host", self.host),
                 *("--agent-id", self.agent_id, "--spool", str(self.root)),
                 *("--batches", str(self.batches), "--interval", str(interval)),
+                *extra,
             ],
             cwd=ROOT,
             env=env,
