@@ -114,7 +114,7 @@
   }
 
   function rowData(rank) {
-    const g = rank.gpu, bucket = state.data.range.bucket_s;
+    const g = rank.gpu, bucket = state.data.range.row_bucket_s;
     if (!g) return [[], [], [], []];
     const memTotal = rank.mem_total_bytes ? rank.mem_total_bytes / 2 ** 30 : null;
     const memPct = g.mem_gib.map((v) => v == null || !memTotal ? null : 100 * v / memTotal);
