@@ -782,3 +782,39 @@ def test_huge_mutated_lines_never_hang(line: str, unit: str) -> None:
     _assert_wire_valid(
         parse_lines([line + unit * (100_000 // len(unit)), unit * (100_000 // len(unit)) + line])
     )
+
+
+def test_vllm_start_up_lines_carry_the_workers_rank_from_its_wrapper() -> None:
+    lines = [
+        "(Worker_TP3 pid=61148) INFO 01-01 00:00:17 [parallel_state.py:1208] rank 3 in world size 8 is assigned as "
+        "DP rank 0, PP rank 0, TP rank 3, EP rank 3",
+        "(Worker_PP1_TP0 pid=61122) INFO 01-01 00:00:18 [gpu_model_runner.py:2338] Starting to load model "
+        "meta-llama/Llama-3.3-70B-Instruct...",
+        "(Worker_TP7 pid=61200) INFO 01-01 00:01:02 [eagle.py:877] Loading drafter model...",
+        "(Worker_TP7 pid=61200) INFO 01-01 00:01:02 [gpu_model_runner.py:2392] Model loading took 16.8000 GiB and "
+        "44.024921 seconds",
+        "(Worker_TP5 pid=61174) INFO 01-01 00:01:10 [gpu_worker.py:298] Available KV cache memory: 99.04 GiB",
+        "(EngineCore_DP0 pid=61100) INFO 01-01 00:01:11 [kv_cache_utils.py:1087] GPU KV cache size: 2,596,160 tokens",
+        "(Worker_TP7 pid=61200) INFO 01-01 00:02:09 [gpu_model_runner.py:3118] Graph capturing finished in 23 secs, "
+        "took 1.20 GiB",
+        "(APIServer pid=61069) INFO 01-01 00:02:15 [api_server.py:1634] Starting vLLM API server 0 on http://0.0.0.0:8000",
+    ]
+    events = parse_lines(lines, base_date=date(2026, 1, 1))
+    got = [(e.kind, e.rank) for e in events]
+    assert got == [
+        ("dist_init_end", "TP3"),
+        ("load_begin", "PP1 TP0"),
+        ("load_begin", "TP7"),
+        ("load_end", "TP7"),
+        ("kv_alloc", "TP5"),
+        ("kv_alloc", None),
+        ("capture_end", "TP7"),
+        ("server_ready", None),
+    ]
+    check(events[0], "dist_init_end", "TP3", "2026-01-01 00:00:17", global_rank=3, world_size=8, pid=61148)
+    assert events[1].fields["model_path"] == "meta-llama/Llama-3.3-70B-Instruct"
+    assert events[2].fields["draft"] is True
+    check(events[3], "load_end", "TP7", None, mem_usage_gb=16.8, elapsed_s=44.024921)
+    check(events[4], "kv_alloc", "TP5", None, kv_size_gb=99.04)
+    check(events[5], "kv_alloc", None, None, tokens=2596160)
+    check(events[6], "capture_end", "TP7", None, elapsed_s=23)

@@ -144,6 +144,11 @@ class LogParser:
             if not s:
                 return []
             c = s[0]
+            if w.rank is not None:
+                return self._as_rank(w.rank, s, c, now, extra)
+        return self._tb_then_parse(s, c, now, extra)
+
+    def _tb_then_parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
         out: list[Event] = []
         if self._tb is not None:
             verdict = self._tb.offer(s, self._structured(s))
@@ -154,6 +159,14 @@ class LogParser:
                 self._tb = None
         out += self._parse(s, c, now, extra)
         return out
+
+    def _as_rank(self, rank: str, s: str, c: str, now: float | None, extra: Fields) -> list[Event]:
+        """A line whose wrapper names its worker: that label is the default for this line only."""
+        saved, self.default_rank = self.default_rank, rank
+        try:
+            return self._tb_then_parse(s, c, now, extra)
+        finally:
+            self.default_rank = saved
 
     def _structured(self, s: str) -> bool:
         c = s[0]
