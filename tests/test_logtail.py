@@ -292,3 +292,14 @@ def test_any_chunking_of_writes_gives_the_same_events_as_one_read(tmp_path: Path
     for text in CONTENT.replace("\r\n", "\n").replace("\r", "\n").splitlines():
         want += expected(text, T0)
     assert [(e.kind, e.fields, e.message) for e in got] == [(e.kind, e.fields, e.message) for e in want]
+
+
+def test_a_fifo_or_directory_matching_the_glob_is_ignored_not_blocked_on(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "pipe.log")
+    (tmp_path / "dir.log").mkdir()
+    (tmp_path / "sglang.log").write_text(line(1))
+    t = tailer([tmp_path / "*.log"], tmp_path / "state")
+    assert ids(t.poll(T0)) == [1]  # returns at all: opening the FIFO would block forever
+    assert t.files == [str(tmp_path / "sglang.log")]
