@@ -129,7 +129,7 @@ class LogTailer:
         self.rank_from_filename = rank_from_filename
         self._streams: dict[str, _Stream] = {}
         self._saved = logstate.load(self.state_dir)
-        self._handed: dict[str, Saved] = {}
+        self._handed: dict[str, Saved] | None = None  # None until the first poll: nothing to persist yet
         self._committed: dict[str, Saved] = dict(self._saved)
         self._first_scan = True
         self._unreadable: set[str] = set()  # paths already reported, so a bad file is logged once
@@ -159,7 +159,7 @@ class LogTailer:
 
     def commit(self) -> None:
         """Persist the offsets of everything the last ``poll()`` handed over (call after spooling it)."""
-        if self._handed != self._committed:
+        if self._handed is not None and self._handed != self._committed:
             logstate.save(self.state_dir, self._handed)
             self._committed = dict(self._handed)
 
