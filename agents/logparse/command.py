@@ -16,9 +16,12 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
-from agents.wire import Event
+from typing import TYPE_CHECKING
 
-from .parser import LogParser
+if TYPE_CHECKING:  # imported when the command runs: every other subcommand starts without the parser
+    from agents.wire import Event
+
+    from .parser import LogParser
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,6 +40,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agents.collectors.logs import rank_from_name
+
+    from .parser import LogParser
+
     try:
         tz = _zone(args.tz)
     except ValueError as exc:
@@ -52,8 +59,6 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"specwatch: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        from agents.collectors.logs import rank_from_name
-
         rank = args.rank or (rank_from_name(name) if name != "-" else None)
         parser = LogParser(tz=tz, default_rank=rank, source=f"log:{name}")
         with stream:
