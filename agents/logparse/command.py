@@ -14,9 +14,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import TextIO
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # imported when the command runs: every other subcommand starts without the parser
     from agents.wire import Event
