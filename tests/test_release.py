@@ -145,8 +145,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
         health, hosts = _poll_demo(base, demo)
         assert health["status"] == "ok" and health["version"] == __version__
         assert {h["name"] for h in hosts} >= {"gpu-node-01"}, "the demo's simulated hosts reported"
-        page = httpx.get(base + "/", timeout=30)
-        assert page.status_code in (200, 404)  # the dashboard's page once it is on main
+        page = httpx.get(base + "/", timeout=30)  # templates from inside the wheel
+        assert page.status_code == 200 and "gpu-node-01" in page.text
+        css = httpx.get(base + "/static/" + _first_static_css(), timeout=30)  # static files from the wheel
+        assert css.status_code == 200 and css.text.strip()
         assert demo.wait(timeout=60) == 0
     finally:
         if demo.poll() is None:
@@ -168,3 +170,9 @@ def _poll_demo(base: str, demo: subprocess.Popen[str]) -> tuple[dict[str, object
             pass
         time.sleep(0.2)
     raise AssertionError("the installed demo never served data within 60 s")
+
+
+def _first_static_css() -> str:
+    css = sorted((ROOT / "static").rglob("*.css"))
+    assert css, "the dashboard ships a stylesheet"
+    return css[0].relative_to(ROOT / "static").as_posix()

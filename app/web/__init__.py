@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from app.resources import static_dir
 from app.web.live import Live
-from app.web.pages import ROOT
 
 
 def install(app: FastAPI) -> None:
@@ -25,4 +25,4 @@ def install(app: FastAPI) -> None:
     app.state.after_ingest.append(after_ingest)
     app.include_router(data.router)
     app.include_router(pages.router)
-    app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
+    app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
