@@ -85,7 +85,8 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
         assert not missing, f"not in the wheel: {missing[:5]}"
     scenarios = sorted(p.name for p in (ROOT / "agents" / "sim" / "scenarios").glob("*.toml"))
     assert scenarios and all(f"agents/sim/scenarios/{s}" in names for s in scenarios)
-    sdist_names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    with tarfile.open(sdist) as tar:
+        sdist_names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"migrations/env.py", "setup.py", "CHANGELOG.md", "MANIFEST.in"} <= sdist_names
 
     venv = tmp_path / "venv"
