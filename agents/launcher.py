@@ -144,3 +144,41 @@ def exit_status(code: int) -> int:
 def echo_stream() -> IO[str] | None:
     """Echo the engine's output only to an interactive terminal (a service has the file and the journal)."""
     return sys.stdout if sys.stdout.isatty() else None
+
+
+class LaunchSession:
+    """The agent's side of ``--launch``: start the engine, finish the agent when it exits, forward signals.
+
+    When the engine exits, the agent keeps sampling for ``settle_s`` (the exit shows as the processes' final
+    state, the last log lines and any traceback are read), then ``finish`` is set: the agent spools its last
+    batch, sends what is spooled, and exits with the engine's exit status.
+    """
+
+    def __init__(self, launcher: EngineLauncher, settle_s: float) -> None:
+        self.launcher = launcher
+        self.settle_s = settle_s
+        self._signalled = False
+
+    def start(self, finish: threading.Event, stop: threading.Event) -> int:
+        pid = self.launcher.start()
+
+        def watch() -> None:
+            self.launcher.wait()
+            if not stop.wait(self.settle_s):
+                finish.set()
+
+        threading.Thread(target=watch, name="launch-watch", daemon=True).start()
+        return pid
+
+    def on_signal(self, signum: int, stop: threading.Event) -> None:
+        """First Ctrl-C/SIGTERM: pass it to the engine and let the exit run its course (the agent reports the
+        shutdown). A second one: stop the agent now, the engine being stopped in the background."""
+        if self._signalled or self.launcher.poll() is not None:
+            stop.set()
+            return
+        self._signalled = True
+        threading.Thread(target=self.launcher.stop, args=(signum,), name="launch-stop", daemon=True).start()
+
+    def exit_status(self) -> int:
+        code = self.launcher.poll()
+        return exit_status(code) if code is not None else 0
