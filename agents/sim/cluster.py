@@ -31,10 +31,10 @@ class SimCluster(Launch):
             raise KeyError(f"no host {host!r} in scenario {self.sc.name!r} (hosts: {', '.join(self.procs)})")
 
     def load_factor(self, now: float) -> float:
-        if not self.traffic or now < self.ready or now >= self.serve_stop:
+        """How hard a serving GPU works (0..1): its batch against the ~48 requests that saturate it."""
+        if not self.traffic:
             return 0.0
-        tr = next(iter(self.traffic.values()))
-        return min(1.0, tr.running[tr._idx(now)] / 48.0)
+        return min(1.0, next(iter(self.traffic.values())).running_at(now) / 48.0)
 
     def gpu_samples(self, host: str, now: float) -> list[wire.GpuSample]:
         self._check(host)
@@ -164,13 +164,13 @@ class SimCluster(Launch):
                     )
                 )
             for ts, n, new, cached, running in tr.prefills(since, until):
-                usage = tr.window(max(1, math.floor((ts - tr.ready - tr.offset) / tr.interval))).token_usage
+                w = tr.window(max(1, math.floor((ts - tr.ready - tr.offset) / tr.interval)))
                 out.append(
                     SimLogLine(
                         ts,
                         file,
                         F.sglang_prefix(ts, tags, spec.cluster.log_ms)
-                        + prefill_text(n, new, cached, usage, running, 0),
+                        + prefill_text(n, new, cached, w.token_usage, running, w.queue),
                     )
                 )
                 for k in range(n):

@@ -250,7 +250,8 @@ class Launch:
                 ts, "EngineCore_DP0", self.engine_core.pid, "multiproc_executor.py:154", "ERROR"
             )
             text = f"Worker proc VllmWorker-{r.index} died unexpectedly, shutting down executor."
-            self.main[r.host].lines.append(SimLogLine(ts, self.file_for(None), head + text))
+            api = self.main[self.sc.spec.cluster.hosts[0]]  # vLLM's engine core runs beside the API server
+            api.lines.append(SimLogLine(ts, self.file_for(None), head + text))
         else:
             for k, text in enumerate(
                 launcher_crash(r.index, self.rank_proc[i].pid, fate.exit_code or -9, serving)
@@ -260,5 +261,5 @@ class Launch:
             for host, procs in self.procs.items():
                 for p in procs:
                     if p.rank is None and p.exit_time == INF:
-                        p.exit_time = fate.exit + (1.5 if p is self.main[host] else 1.2)
+                        p.exit_time = fate.exit + (1.5 if p is self.main.get(host) else 1.2)
                         p.exit_code = -9
