@@ -12,16 +12,13 @@ from collections.abc import Sequence
 from app import __version__
 
 # Modules that add subcommands: each has register(subparsers) which sets ``func`` on its parser.
-<<<<<<< HEAD
-COMMAND_MODULES: tuple[str, ...] = ("app.commands", "app.backup", "app.alerts.commands")
-=======
 COMMAND_MODULES: tuple[str, ...] = (
     "app.commands",
+    "app.backup",
     "app.alerts.commands",
     "app.scenario_commands",
     "app.check_draft",
 )
->>>>>>> main
 
 
 def build_parser() -> argparse.ArgumentParser:
