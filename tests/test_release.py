@@ -161,7 +161,9 @@ def _poll_demo(base: str, demo: subprocess.Popen[str]) -> tuple[dict[str, object
     deadline = time.time() + 60
     while time.time() < deadline:
         if demo.poll() is not None:
-            raise AssertionError(f"demo exited early ({demo.returncode}):\n{demo.stdout.read() if demo.stdout else ''}")
+            raise AssertionError(
+                f"demo exited early ({demo.returncode}):\n{demo.stdout.read() if demo.stdout else ''}"
+            )
         try:
             health = httpx.get(base + "/healthz", timeout=2).json()
             hosts = httpx.get(base + "/api/v1/hosts", timeout=5).json()
