@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from app import __version__
+from tests.checkpoints import make_draft
 from tests.support import ROOT, cli, free_port
 
 pytestmark = pytest.mark.release
@@ -125,8 +126,13 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
 
     assert specwatch("--version").stdout.strip() == f"specwatch {__version__}"
     help_text = specwatch("--help").stdout
-    for command in ("serve", "token", "db", "backup", "demo"):
+    for command in ("serve", "token", "db", "backup", "demo", "check-draft"):
         assert command in help_text
+
+    good, bad = make_draft(tmp_path / "draft-ok"), make_draft(tmp_path / "draft-bad", layout="layers")
+    assert "no problems found" in specwatch("check-draft", str(good)).stdout
+    dropped = specwatch("check-draft", str(bad), "--engine-version", "0.5.6", check=False)
+    assert dropped.returncode == 2 and "`layers.0.*` → `midlayer.*`" in dropped.stdout
 
     url = f"sqlite:///{tmp_path / 'installed.db'}"
     assert "upgraded empty -> " in specwatch("db", "upgrade", "--database-url", url).stdout
