@@ -322,3 +322,16 @@ def test_write_renamed_fixes_the_draft_without_touching_it(tmp_path: Path, targe
     # never over an existing checkpoint
     proc = cli("check-draft", str(draft), "--write-renamed", str(fixed), check=False)
     assert proc.returncode == 2 and "already exists and is not empty" in proc.stderr
+
+
+def test_hub_id_from_the_local_cache(tmp_path: Path, target: Path) -> None:
+    hub = tmp_path / "hf" / "hub"
+    make_draft(hub / "models--lmsys--EAGLE3-test" / "snapshots" / "0123abcd", layout="layers")
+    proc = cli(
+        "check-draft", "lmsys/EAGLE3-test", "--target", str(target), "--engine-version", "0.5.6", "--json",
+        env={"HF_HUB_CACHE": str(hub)}, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["draft"]["path"].endswith("snapshots/0123abcd")
+    assert by_code(report, "dropped_keys")

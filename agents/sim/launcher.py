@@ -77,6 +77,7 @@ class Launch:
         imp = self.sc.spec.startup.import_s * self.sc.time_scale
         for hi, host in enumerate(c.hosts):
             args = f"--model-path {m.path} --tp {c.tp}" + (f" --dp {c.dp}" if c.dp > 1 else "")
+            args += (f" --pp-size {c.pp}" if c.pp > 1 else "") + (f" --ep-size {c.tp}" if c.ep else "")
             if c.dp_attention:
                 args += " --enable-dp-attention"
             if m.speculative:
@@ -210,7 +211,7 @@ class Launch:
                 f"server_args=ServerArgs(model_path='{m.path}', "
                 f"tokenizer_path='{m.path}', trust_remote_code=True, dtype='auto', host='0.0.0.0', "
                 f"port={c.port}, mem_fraction_static={m.mem_fraction_static}, tp_size={c.tp}, "
-                f"dp_size={c.dp}, nnodes={len(c.hosts)}, node_rank={hi}, enable_metrics=True"
+                f"dp_size={c.dp}, pp_size={c.pp}, ep_size={c.tp if c.ep else 1}, nnodes={len(c.hosts)}, node_rank={hi}, enable_metrics=True"
                 f"{spec}, watchdog_timeout=300, ...)",
             )
         host0 = c.hosts[0]
