@@ -335,3 +335,15 @@ def test_hub_id_from_the_local_cache(tmp_path: Path, target: Path) -> None:
     report = json.loads(proc.stdout)
     assert report["draft"]["path"].endswith("snapshots/0123abcd")
     assert by_code(report, "dropped_keys")
+
+
+def test_release_at_the_layout_change_is_checked_against_both(tmp_path: Path, target: Path) -> None:
+    code, report = check(
+        make_draft(tmp_path / "d", layout="layers"), "--target", target, "--engine-version", "0.5.11"
+    )
+    assert code == 1
+    assert by_code(report, "dropped_keys")[0]["severity"] == "warning"
+    assert (
+        "SGLang 0.5.11 shipped around the weight-name change"
+        in by_code(report, "engine_version_unknown")[0]["title"]
+    )
