@@ -54,6 +54,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         ),
     ]
     stuck[0].extra_events.append(ld._ev(t0 + 30, "raw", "TP0", XSS, "warning"))
+    # py-spy dumps the agent sent when asked: they name a pid, not a rank
+    for plan in stuck:
+        for i, rank in enumerate(plan.ranks):
+            function = "load_weights" if rank == "TP11" else "all_reduce"
+            dump = f"Thread {4000 + i} (idle): MainThread\n    {function} (sglang/srt/model_executor.py:42)"
+            plan.extra_events.append(
+                {"ts": t0 + 200, "kind": "stacks", "rank": None, "message": dump, "severity": "info",
+                 "source": "py-spy", "fields": {"pid": 4000 + i, "function": function}}
+            )  # fmt: skip
     # launch 2: another deployment, healthy and serving with accept length ~3.1
     healthy = ld.LaunchPlan(
         "gpu-node-03",
@@ -216,6 +225,10 @@ def test_incident_page_shows_evidence_culprit_and_timeline(site: Site, page: Any
     assert len(culprit_rows) == 2 and "0% at 72 W" in culprit_rows[1]
     page.wait_for_function("document.querySelectorAll('.rank-row canvas').length === 16")
     assert page.locator(".rank-row.is-culprit").get_attribute("data-rank") == "TP11"
+    # stacks grouped by where the ranks are, pids translated to ranks
+    assert (
+        "15 ranks in all_reduce, TP11 in load_weights" in page.locator("h2", has_text="Stacks").inner_text()
+    )
     shot(page, "incident")
 
 
