@@ -1,0 +1,197 @@
+"""Sends spooled batches to the server, oldest first, and deletes each one only after the server's ack.
+
+Runs in its own thread so that a slow or absent server never delays sampling. Transient failures (connection
+errors, timeouts, 408, 429, 5xx) back off exponentially with jitter up to ``max_backoff_s`` and retry the same
+batch; a batch the server refuses for good (any other 4xx) is quarantined so it cannot block the queue. 401/403
+are not the batch's fault (a token was revoked or belongs to another host): the agent keeps the data, says so
+loudly and keeps retrying, so fixing the token loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from agents.spool import Spool
+
+log = logging.getLogger("specwatch.agent.shipper")
+
+RETRYABLE = frozenset({408, 425, 429})
+AUTH = frozenset({401, 403})
+
+
+@dataclass(slots=True)
+class ShipperStats:
+    acked: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    failures: int = 0
+
+
+def _reason(resp: httpx.Response) -> str:
+    try:
+        detail = resp.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    if detail is None:
+        detail = resp.text[:300]
+    return f"HTTP {resp.status_code}: {detail}"
+
+
+class Shipper:
+    def __init__(
+        self,
+        spool: Spool,
+        server_url: str,
+        token: str,
+        on_ack: Callable[[dict[str, Any]], None] | None = None,
+        timeout_s: float = 10.0,
+        max_backoff_s: float = 30.0,
+        rng: random.Random | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.spool = spool
+        self.on_ack = on_ack
+        self.max_backoff_s = max_backoff_s
+        self.stats = ShipperStats()
+        self._rng = rng or random.Random()
+        self._failures = 0
+        self._down_since: float | None = None
+        self._last_complaint = 0.0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._client = httpx.Client(
+            base_url=server_url.rstrip("/"),
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/json",
+                "Content-Encoding": "gzip",
+            },
+            timeout=httpx.Timeout(timeout_s, connect=min(3.0, timeout_s)),
+            transport=transport,
+        )
+
+    # -- thread ---------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="specwatch-shipper", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop_thread(self, timeout: float = 15.0) -> None:
+        """Stop the background sender (a request in flight finishes first); the client stays usable."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self.stop_thread(timeout)
+        self._client.close()
+
+    def summary(self) -> str:
+        s = self.stats
+        return (
+            f"acked={s.acked} duplicates={s.duplicates} rejected={s.rejected} failed_attempts={s.failures} "
+            f"pending={self.spool.pending()} dropped_by_bound={self.spool.dropped_total} "
+            f"quarantined={self.spool.quarantined}"
+        )
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            delay = self.step()
+            if delay is None:
+                self._wake.wait(1.0)
+                self._wake.clear()
+            elif delay > 0:
+                self._stop.wait(delay)
+
+    def drain(self, timeout_s: float) -> bool:
+        """Send until the spool is empty or the time is up (used on exit after ``--duration``)."""
+        deadline = time.monotonic() + timeout_s
+        while self.spool.pending() and time.monotonic() < deadline:
+            delay = self.step()
+            if delay:
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        return self.spool.pending() == 0
+
+    # -- one attempt ----------------------------------------------------------------------------------------
+    def step(self) -> float | None:
+        """Try the oldest batch once. Returns None when idle, 0 to continue at once, or seconds to wait."""
+        item = self.spool.oldest()
+        if item is None:
+            return None
+        body = self.spool.read(item)
+        if body is None:
+            return 0.0
+        try:
+            resp = self._client.post("/api/v1/ingest", content=body)
+        except httpx.HTTPError as exc:
+            return self._failed(f"{type(exc).__name__}: {exc or 'no answer'}")
+        if resp.status_code == 200:
+            self._succeeded()
+            ack = self._parse_ack(resp)
+            self.spool.ack(item.seq)
+            self.stats.acked += 1
+            if ack.get("duplicate"):
+                self.stats.duplicates += 1
+            if self.on_ack is not None:
+                self.on_ack(ack)
+            return 0.0
+        if resp.status_code >= 500 or resp.status_code in RETRYABLE:
+            retry_after = resp.headers.get("retry-after", "")
+            delay = self._failed(_reason(resp))
+            return max(delay, float(retry_after)) if retry_after.isdigit() else delay
+        if resp.status_code in AUTH:
+            return self._failed(f"{_reason(resp)} — check --token / SPECWATCH_TOKEN and --host; data is kept")
+        # Anything else is about this batch: retrying cannot help, and it must not block the ones behind it.
+        self.stats.rejected += 1
+        reason = _reason(resp)
+        log.error("server refused batch seq=%d for good (%s): quarantined in the spool", item.seq, reason)
+        self.spool.reject(item.seq, reason)
+        return 0.0
+
+    def _parse_ack(self, resp: httpx.Response) -> dict[str, Any]:
+        try:
+            ack = orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            return {}
+        return ack if isinstance(ack, dict) else {}
+
+    def _succeeded(self) -> None:
+        if self._down_since is not None:
+            log.warning(
+                "server reachable again after %.0f s: sending %d spooled batch(es)",
+                time.monotonic() - self._down_since,
+                self.spool.pending(),
+            )
+        self._down_since = None
+        self._failures = 0
+
+    def _failed(self, reason: str) -> float:
+        self.stats.failures += 1
+        self._failures += 1
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        if self._failures == 1 or now - self._last_complaint >= 30:
+            self._last_complaint = now
+            log.warning(
+                "cannot deliver to the server (%s): %d batch(es), %.1f MB kept in the spool; retrying",
+                reason,
+                self.spool.pending(),
+                self.spool.pending_bytes() / 1e6,
+            )
+        ceiling = min(self.max_backoff_s, 0.5 * 2 ** min(self._failures - 1, 16))
+        return self._rng.uniform(ceiling / 2, ceiling)
