@@ -137,6 +137,9 @@ class Spool:
             if not m:
                 continue
             seq, samples = int(m.group(1)), int(m.group(2))
+            # a batch file can be newer than the state if the agent died between the two writes; a corrupt one
+            # still used its number, and reusing a number could make the server drop a batch as a duplicate
+            self._next_seq = max(self._next_seq, seq + 1)
             problem = self._check(path)
             if problem:
                 log.error("spool file %s is corrupt (%s): moved to %s/", path.name, problem, QUARANTINE)
@@ -145,8 +148,6 @@ class Spool:
             size = path.stat().st_size
             self._batches[seq] = Spooled(seq, samples, size, path)
             self._bytes += size
-            # a batch file can be newer than the state if the agent died between the two writes
-            self._next_seq = max(self._next_seq, seq + 1)
         if self._batches:
             log.info(
                 "spool %s holds %d unsent batch(es), %.1f MB: they go first",

@@ -17,5 +17,7 @@ def test_agent_never_imports_the_server() -> None:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "app" or n.startswith("app.")]
+            offenders += [
+                f"{path.relative_to(ROOT)}: {n}" for n in names if n == "app" or n.startswith("app.")
+            ]
     assert offenders == []

@@ -121,9 +121,9 @@ class PsutilProcesses:
         self.proc_root = proc_root
         self._clock = clock
         self._tracked: dict[int, _Tracked] = {}
-        self._unknown: dict[int, tuple[float, float]] = {}  # pid -> (first seen, last checked), monotonic
+        # not (yet) an engine: pid -> (process, born, last checked), monotonic seconds
+        self._unknown: dict[int, tuple[psutil.Process, float, float]] = {}
         self._me = os.getpid()
-        self._primed = False
 
     def describe(self) -> str:
         if not self._tracked:
@@ -134,21 +134,24 @@ class PsutilProcesses:
     def _discover(self) -> None:
         pids = set(psutil.pids())
         mono = self._clock()
-        # processes already running when the agent starts are not young: check them once, then rarely
-        born = mono if self._primed else mono - YOUNG_S
-        self._primed = True
+        wall = time.time()
         for pid in list(self._unknown):
             if pid not in pids:
                 del self._unknown[pid]
         for pid in pids:
             if pid in self._tracked or pid == self._me:
                 continue
-            first, checked = self._unknown.get(pid, (born, -1e18))
-            if checked > -1e18 and mono - checked < (0 if mono - first < YOUNG_S else RECHECK_S):
-                continue
-            self._unknown[pid] = (first, mono)
             try:
-                proc = psutil.Process(pid)
+                known = self._unknown.get(pid)
+                if known is None:
+                    proc = psutil.Process(pid)
+                    born = mono - max(0.0, wall - proc.create_time())
+                else:
+                    proc, born, checked = known
+                    young = mono - born < YOUNG_S
+                    if mono - checked < (0.0 if young else RECHECK_S):
+                        continue
+                self._unknown[pid] = (proc, born, mono)
                 cmd = proc.cmdline()
                 info = classify(cmd)
                 if info is None:
