@@ -27,7 +27,7 @@ def sglang_endpoint() -> Iterator[tuple[str, dict[str, Any]]]:
         "noise": Gauge("python_gc_objects", "", registry=reg),
     }
     port = free_port()
-    server, thread = start_http_server(port, addr="127.0.0.1", registry=reg)
+    server, _thread = start_http_server(port, addr="127.0.0.1", registry=reg)
     yield f"http://127.0.0.1:{port}/metrics", m
     server.shutdown()
 
