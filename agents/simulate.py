@@ -46,8 +46,8 @@ class SimLogWriter:
                 f = self._files[line.file] = open(  # noqa: SIM115 - kept open across ticks
                     self.dir / name, "a", encoding="utf-8", newline=""
                 )
-            text = line.text
-            f.write(text if text.endswith(("\n", "\r")) else text + "\n")
+            # tqdm bars are written as the engine writes them: '\r' updates with no newline until the bar ends
+            f.write(line.text + line.end)
             self.lines += 1
         for f in self._files.values():
             f.flush()
