@@ -17,18 +17,29 @@ class Job:
     name: str
     interval_s: float
     run: Callable[[float], None]  # takes "now"
+    # leader-only jobs run on one server at a time (see app/leader.py); the rest run on every server
+    leader_only: bool = False
     runs: int = 0
     failures: int = 0
     last_error: str | None = None
     last_duration_s: float = 0.0
 
 
-async def run_job(job: Job, stop: asyncio.Event) -> None:
+class Leadership:
+    """Whether this process currently holds the leader lease (updated by the lease job)."""
+
+    def __init__(self) -> None:
+        self.is_leader = False
+        self.since: float | None = None
+
+
+async def run_job(job: Job, stop: asyncio.Event, leadership: Leadership | None = None) -> None:
     while not stop.is_set():
         started = time.perf_counter()
         try:
-            await asyncio.to_thread(job.run, time.time())
-            job.runs += 1
+            if not job.leader_only or leadership is None or leadership.is_leader:
+                await asyncio.to_thread(job.run, time.time())
+                job.runs += 1
         except Exception as exc:  # a failing job must not kill the server; it is logged and retried
             job.failures += 1
             job.last_error = f"{type(exc).__name__}: {exc}"

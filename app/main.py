@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from app import __version__, retention
+from app import __version__, leader, retention
 from app.api import ingest_router, read_router
-from app.background import Job, run_job
+from app.background import Job, Leadership, run_job
 from app.db import make_engine, session_factory, transaction
 from app.settings import Settings
 
@@ -76,7 +76,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         with transaction(app.state.sessions) as s:
             retention.prune(s, now, settings.retention_raw_s)
 
-    app.state.jobs = [Job("prune", settings.prune_interval_s, prune_job)]
+    app.state.holder = leader.holder_id()
+    app.state.leadership = Leadership()
+
+    def lease_job(now: float) -> None:
+        with transaction(app.state.sessions) as s:
+            held = leader.try_acquire(s, leader.LEADER, app.state.holder, now, settings.leader_lease_s)
+        was = app.state.leadership.is_leader
+        app.state.leadership.is_leader = held
+        if held and not was:
+            app.state.leadership.since = now
+            log.info(
+                "this server (%s) is now the leader: it runs the detector and the alert sender",
+                app.state.holder,
+            )
+        elif was and not held:
+            log.warning("this server (%s) lost the leader lease", app.state.holder)
+
+    # leader-only jobs skip their ticks until the lease job has won the lease (within one lease period)
+    app.state.jobs = [
+        Job("lease", settings.leader_lease_s / 4, lease_job),
+        Job("prune", settings.prune_interval_s, prune_job, leader_only=True),
+    ]
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(DBAPIError)
@@ -106,6 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "backend": engine.dialect.name,
                 "db_latency_ms": round((time.perf_counter() - started) * 1000, 2),
                 "version": __version__,
+                "leader": app.state.leadership.is_leader,
             }
         )
 

@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     prune_interval_s: float = Field(600.0, description="How often the pruning job runs.")
     detect_interval_s: float = Field(2.0, description="Period of the detector tick.")
     background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
+    leader_lease_s: float = Field(
+        8.0,
+        description="Lease of the leader role among servers sharing a database; fail-over takes at most this long.",
+    )
 
     @classmethod
     def settings_customise_sources(
