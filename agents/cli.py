@@ -157,7 +157,12 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         from agents.logsource import make_tailer
 
         tz = "UTC" if "logs" in simulated else args.log_tz
-        src.logs, src.logs_describe = make_tailer(log_paths, spool_dir / "log-offsets", tz)
+        try:
+            src.logs, src.logs_describe = make_tailer(log_paths, spool_dir / "log-offsets", tz)
+        except (ValueError, KeyError) as exc:
+            raise ConfigError(f"--log-tz {args.log_tz!r} is not a time zone ({exc})") from exc
+        except ImportError as exc:
+            log.error("log tailing unavailable in this build (%s): logs are not collected", exc)
     if "ras" in sources and args.ras != "off" and cluster is None:
         from agents.collectors.ras import RasProbe
 
