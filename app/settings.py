@@ -15,6 +15,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from app.detect.config import DetectConfig
+
 
 def default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -22,7 +24,7 @@ def default_data_dir() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SPECWATCH_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SPECWATCH_", extra="ignore", env_nested_delimiter="__")
 
     data_dir: Path = Field(
         default_factory=default_data_dir, description="Where the embedded SQLite file lives."
@@ -46,6 +48,10 @@ class Settings(BaseSettings):
     retention_raw_s: float = Field(7 * 86400.0, description="How long raw samples and events are kept.")
     prune_interval_s: float = Field(600.0, description="How often the pruning job runs.")
     detect_interval_s: float = Field(2.0, description="Period of the detector tick.")
+    detect: DetectConfig = Field(
+        default_factory=DetectConfig,
+        description="Detection thresholds (docs/detection.md); e.g. SPECWATCH_DETECT__STALL_SERVING_S=30.",
+    )
     background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
     leader_lease_s: float = Field(
         8.0,

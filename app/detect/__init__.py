@@ -1,0 +1,159 @@
+"""Detection: rank state + now -> incident decisions. Pure: no database, no clock (``now`` is an argument).
+
+``Detector.step(fleet, now)`` evaluates every heuristic and turns what it sees into decisions with hysteresis:
+a suspected finding opens only after holding ``open_after_s`` (confirmed signals open at once), and an open
+incident resolves only after its finding has been absent for ``resolve_after_s``, so noise never flaps it.
+The server, ``specwatch replay`` and ``specwatch eval`` all drive this same class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.detect import faults, hangs
+from app.detect.config import DetectConfig
+from app.detect.findings import HANG_KINDS, INCIDENT_KINDS, Decision, Evidence, Finding, evidence
+from app.rankstate import Fleet, mark_stalled, note_gone
+
+__all__ = [
+    "HANG_KINDS",
+    "INCIDENT_KINDS",
+    "Decision",
+    "DetectConfig",
+    "Detector",
+    "Evidence",
+    "Finding",
+    "evidence",
+    "find",
+]
+
+
+def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
+    """Every problem visible right now, one finding per key."""
+    out: list[Finding] = []
+    # a late or down agent's ranks are not judged: no data is not the same as no progress
+    down = {
+        h.name
+        for h in fleet.hosts.values()
+        if cfg.agent_silent_enabled and faults.host_status(h, now, cfg) != "ok"
+    }
+
+    def host_down(name: str) -> bool:
+        return name in down
+
+    for st in fleet.launches.values():
+        crash = faults.crashed(st, now)
+        if crash is not None:
+            out.append(crash)
+        # a crash explains why its peers stopped: one incident, not two
+        hang = None if crash else hangs.stall(st, now, cfg, host_down)
+        hang = hangs.confirm(st, hang, now) if not crash else None
+        if hang is not None:
+            out.append(hang)
+        elif not crash and (div := hangs.divergence(st, now, cfg)) is not None:
+            out.append(div)
+        if (acc := faults.low_acceptance(st, now, cfg)) is not None:
+            out.append(acc)
+    out += faults.xids(fleet, now, cfg)
+    out += faults.agents_silent(fleet, now, cfg)
+    return out
+
+
+@dataclass(slots=True)
+class _Tracked:
+    finding: Finding
+    first_seen: float
+    last_seen: float
+    open: bool = False
+    kind: str = ""
+    confidence: str = "suspected"
+    culprit: str | None = None
+
+
+class Detector:
+    """Turns findings into open / upgrade / update / resolve decisions, remembering what is open."""
+
+    def __init__(self, cfg: DetectConfig | None = None) -> None:
+        self.cfg = cfg or DetectConfig()
+        self.tracked: dict[str, _Tracked] = {}
+
+    def adopt(
+        self, key: str, kind: str, confidence: str, culprit: str | None, now: float, grace_s: float = 0.0
+    ) -> None:
+        """An incident already open in the store (after a restart): continue it rather than open it twice.
+        ``grace_s`` keeps it open that much longer while the rebuilt state catches up."""
+        f = Finding(key=key, kind=kind, summary="", culprit=culprit, confidence=confidence)  # type: ignore[arg-type]
+        self.tracked[key] = _Tracked(
+            f, now, now + grace_s, open=True, kind=kind, confidence=confidence, culprit=culprit
+        )
+
+    def open_keys(self) -> set[str]:
+        return {k for k, t in self.tracked.items() if t.open}
+
+    def step(self, fleet: Fleet, now: float) -> list[Decision]:
+        note_gone(fleet, now, self.cfg.process_gone_s)
+        seen: set[str] = set()
+        decisions: list[Decision] = []
+        for f in find(fleet, now, self.cfg):
+            seen.add(f.key)
+            t = self.tracked.get(f.key)
+            if t is None:
+                t = self.tracked[f.key] = _Tracked(f, now, now)
+            t.last_seen = now
+            if t.open:
+                if t.kind and t.kind != f.kind and f.confidence == "confirmed":
+                    f.confirmed_by = sorted({*f.confirmed_by, f.kind})
+                f.kind = t.kind or f.kind  # an open incident keeps its kind; later signals confirm it
+                t.finding = f
+                if f.confidence == "confirmed" and t.confidence != "confirmed":
+                    t.confidence, t.culprit = "confirmed", f.culprit or t.culprit
+                    decisions.append(Decision("upgrade", f.key, now, f))
+                elif f.culprit and f.culprit != t.culprit:
+                    t.culprit = f.culprit
+                    decisions.append(Decision("update", f.key, now, f))
+            else:
+                t.finding = f
+                if f.confidence == "confirmed" or now - t.first_seen >= self.cfg.open_after_s:
+                    t.open, t.kind, t.confidence, t.culprit = True, f.kind, f.confidence, f.culprit
+                    decisions.append(Decision("open", f.key, now, f))
+            if t.open and f.kind in ("suspected_deadlock", "stalled_serving", "rank_divergence") and f.launch:
+                self._mark(fleet, f, now)
+        for key, t in list(self.tracked.items()):
+            if key in seen:
+                continue
+            if not t.open:
+                del self.tracked[key]
+            elif now - t.last_seen >= self.cfg.resolve_after_s:
+                decisions.append(Decision("resolve", key, now, t.finding, summary=_resolved_summary(t)))
+                del self.tracked[key]
+        return decisions
+
+    @staticmethod
+    def _mark(fleet: Fleet, f: Finding, now: float) -> None:
+        st = fleet.launches.get(f.launch or "")
+        if st is None:
+            return
+        for label in f.ranks:
+            r = st.ranks.get(label)
+            if r is not None and r.phase != "stalled" and r.last_progress_at < now:
+                mark_stalled(r, now)
+                st.dirty.add(label)
+
+
+def _resolved_summary(t: _Tracked) -> str:
+    kind = t.kind or t.finding.kind
+    if kind in (
+        "suspected_deadlock",
+        "stalled_serving",
+        "rank_divergence",
+        "nccl_timeout",
+        "watchdog_timeout",
+    ):
+        return f"Progress resumed ({kind.replace('_', ' ')} over)."
+    if kind == "agent_silent":
+        return "The agent reports again."
+    if kind == "low_acceptance":
+        return "Acceptance recovered: the draft's tokens are accepted again."
+    if kind == "gpu_xid":
+        return "No further XID and the rank moves again."
+    return f"{kind.replace('_', ' ')} no longer observed."

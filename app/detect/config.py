@@ -1,0 +1,91 @@
+"""Detection thresholds: one documented setting each (``SPECWATCH_DETECT__<NAME>`` on the server).
+
+Defaults are chosen against the engines' real behaviour (DESIGN.md, "What a hang looks like"): long enough that
+every legitimate quiet period stays silent, short enough to beat the engines' own 300-600 s safety nets by
+minutes.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class DetectConfig(BaseModel):
+    # --- expected progress per phase: a rank quiet for longer than this (and with no sign of legitimate work)
+    # counts as not making progress
+    starting_s: float = Field(
+        180.0, description="Expected progress interval while a rank is starting (imports)."
+    )
+    dist_init_s: float = Field(90.0, description="Expected progress interval in torch.distributed init.")
+    loading_weights_s: float = Field(
+        90.0,
+        description="Expected progress interval while loading weights (memory, shard count or disk reads "
+        "rising count as progress, so slow storage does not alarm).",
+    )
+    kv_alloc_s: float = Field(60.0, description="Expected progress interval in KV-cache allocation.")
+    cuda_graph_capture_s: float = Field(
+        90.0, description="Expected progress interval in CUDA-graph capture (a busy CPU means JIT: no alarm)."
+    )
+    warmup_s: float = Field(90.0, description="Expected progress interval between capture end and ready.")
+    soft_progress_window_s: float = Field(
+        30.0, description="How recent memory/disk/CPU activity must be to count as legitimate work."
+    )
+    # --- GPU signature
+    spin_util_pct: float = Field(
+        90.0, description="Utilisation at or above which a quiet GPU may be spinning."
+    )
+    spin_power_ratio: float = Field(
+        0.2, description="Power/limit at or below which a busy-looking GPU is spinning in a collective."
+    )
+    idle_util_pct: float = Field(10.0, description="Utilisation at or below which a GPU is idle.")
+    # --- serving
+    stall_serving_s: float = Field(
+        20.0,
+        description="Requests running or queued but no decode batch and no generated token for this long: "
+        "stalled_serving.",
+    )
+    divergence_s: float = Field(
+        60.0, description="A rank behind its progressing peers (phase or NCCL work count) for this long."
+    )
+    # --- acceptance
+    low_accept_len: float = Field(1.3, description="Accept length at or below this is 'near 1' (no gain).")
+    low_accept_rate: float = Field(0.05, description="Accept rate at or below this is 'near 0'.")
+    good_accept_len: float = Field(1.6, description="Accept length at or above this is healthy speculation.")
+    low_accept_min_reports: int = Field(
+        8, description="Decode reports needed in the window before low acceptance is called."
+    )
+    low_accept_window_s: float = Field(300.0, description="Window of decode reports judged for acceptance.")
+    low_accept_fraction: float = Field(0.75, description="Share of low reports in the window that opens.")
+    # --- hosts and hardware
+    agent_silent_grace_s: float = Field(
+        30.0, description="An agent silent for its interval plus this is down: agent_silent."
+    )
+    agent_late_grace_s: float = Field(5.0, description="An agent silent for its interval plus this is late.")
+    agent_silent_enabled: bool = Field(
+        True, description="Judge agent heartbeats (off for log replay, where there are none)."
+    )
+    process_gone_s: float = Field(
+        10.0, description="A rank's pid missing from its host's newer process listings for this long is gone."
+    )
+    xid_quiet_s: float = Field(
+        300.0, description="A gpu_xid incident resolves after this long with no new XID and the rank moving."
+    )
+    # --- hysteresis
+    open_after_s: float = Field(
+        3.0,
+        description="A suspected finding must hold this long before it opens (confirmed ones open at once).",
+    )
+    resolve_after_s: float = Field(
+        30.0, description="A finding must stay absent this long before its incident resolves (no flapping)."
+    )
+
+    def expected_s(self, phase: str) -> float | None:
+        """Expected progress interval of a start-up phase; None where quiet is normal (ready, serving)."""
+        return {
+            "starting": self.starting_s,
+            "dist_init": self.dist_init_s,
+            "loading_weights": self.loading_weights_s,
+            "kv_alloc": self.kv_alloc_s,
+            "cuda_graph_capture": self.cuda_graph_capture_s,
+            "warmup": self.warmup_s,
+        }.get(phase)

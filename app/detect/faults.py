@@ -1,0 +1,231 @@
+"""Faults that are not stalls: a rank that crashed, a GPU XID, an agent that went silent, and a draft model
+that is not accepted (low_acceptance)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agents import wire
+from app.detect.config import DetectConfig
+from app.detect.findings import Evidence, Finding, evidence
+from app.rankstate import CLEAN_EXIT_CODES, AcceptReport, Fleet, HostState, LaunchState, RankState, Signal
+
+CRASH_SIGNALS = frozenset(
+    {"process_exit", "process_gone", "child_crashed", "init_failed", "scheduler_exception"}
+)
+
+# Places for other parts to add evidence to a finding of a kind (the draft preflight adds its checkpoint
+# findings to low_acceptance): each takes the launch state and the finding and returns evidence rows.
+Enricher = Callable[[LaunchState, Finding], list[Evidence]]
+ENRICHERS: dict[str, list[Enricher]] = {"low_acceptance": []}
+
+
+def _crash_signal(r: RankState) -> Signal | None:
+    for s in r.signals:
+        if s.kind in CRASH_SIGNALS and not (
+            s.kind == "process_exit" and s.fields.get("exit_code") in CLEAN_EXIT_CODES
+        ):
+            return s
+    return None
+
+
+def crashed(st: LaunchState, now: float) -> Finding | None:
+    """A rank whose process died (exit code, vanished pid, the engine's own crash lines). The first to go is
+    the culprit: its peers usually fall over after it (SIGQUIT cascade) or hang waiting for it."""
+    dead: list[tuple[float, RankState, Signal]] = []
+    for r in st.ranks.values():
+        if r.phase != "crashed":
+            continue
+        sig = _crash_signal(r)
+        if sig is not None:
+            dead.append((sig.ts, r, sig))
+    if not dead:
+        return None
+    dead.sort(key=lambda x: (x[0], x[1].label))
+    first_ts, first, sig = dead[0]
+    ev = [evidence(ts, r.label, s.kind.replace("_", " "), s.message[:400]) for ts, r, s in dead[:8]]
+    tb = [s for s in first.signals if s.kind == "traceback" and abs(s.ts - first_ts) <= 120]
+    tb += [
+        s
+        for lab, s in st.signals
+        if s.kind == "traceback" and lab in (None, first.label) and abs(s.ts - first_ts) <= 120
+    ]
+    if tb:
+        ev.append(
+            evidence(
+                tb[0].ts,
+                first.label,
+                f"traceback ({tb[0].fields.get('exc_type') or 'exception'})",
+                tb[0].message[-600:],
+            )
+        )
+    if first.last_log:
+        ev.append(evidence(first.last_log_at, first.label, "last log line", first.last_log))
+    live = [r for r in st.ranks.values() if r.phase not in ("crashed", "exited")]
+    if live:
+        ev.append(evidence(now, None, "peers still alive", f"{len(live)}: they will hang waiting for it"))
+    what = sig.message[:160]
+    others = f" ({len(dead) - 1} more rank(s) went down after it)" if len(dead) > 1 else ""
+    return Finding(
+        key=f"crash:{st.key}",
+        kind="rank_crashed",
+        launch=st.key,
+        summary=f"{first.label} crashed in {first.phases[-2].phase if len(first.phases) > 1 else 'starting'}: {what}{others}.",
+        culprit=first.label,
+        ranks=[r.label for _, r, _ in dead],
+        evidence=ev,
+        confidence="confirmed",
+        since=first_ts,
+    )
+
+
+def xids(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
+    """One incident per GPU with XID errors; the culprit is the rank on that GPU. It resolves once the GPU has
+    been quiet for ``xid_quiet_s`` and its rank made progress after the last XID."""
+    by_gpu: dict[tuple[str, str], list[wire.Event]] = {}
+    for host, ev in fleet.xids:
+        uuid = str(ev.fields.get("uuid") or f"index {ev.fields.get('gpu_index')}")
+        by_gpu.setdefault((host, uuid), []).append(ev)
+    out = []
+    for (host, uuid), evs in by_gpu.items():
+        last = evs[-1]
+        owner = fleet.by_gpu.get((host, uuid))
+        r = fleet.launches[owner[0]].ranks.get(owner[1]) if owner else None
+        if now - last.ts > cfg.xid_quiet_s and (r is None or r.last_progress_at > last.ts):
+            continue
+        codes = sorted({str(e.fields.get("xid")) for e in evs})
+        rank = r.label if r else None
+        body = [
+            evidence(e.ts, rank, f"XID {e.fields.get('xid')}", e.message[:300] or f"GPU {uuid}")
+            for e in evs[-6:]
+        ]
+        if r is not None:
+            body.append(evidence(r.last_progress_at, rank, "rank last progress", r.last_progress_what))
+            body.append(evidence(r.gpu_ts, rank, "GPU", f"{r.util_pct}% util, phase {r.phase}"))
+        out.append(
+            Finding(
+                key=f"xid:{host}:{uuid}",
+                kind="gpu_xid",
+                launch=owner[0] if owner else None,
+                host=host,
+                summary=f"GPU {last.fields.get('gpu_index', '?')} on {host} reported XID {', '.join(codes)}"
+                + (f"; it belongs to rank {rank}." if rank else "."),
+                culprit=rank,
+                ranks=[rank] if rank else [],
+                evidence=body,
+                confidence="confirmed",
+                since=evs[0].ts,
+            )
+        )
+    return out
+
+
+def host_status(h: HostState, now: float, cfg: DetectConfig) -> str:
+    """ok, late (missed its interval plus a little) or down (interval plus the silent grace)."""
+    silent = now - h.last_seen
+    if silent > h.interval_s + cfg.agent_silent_grace_s:
+        return "down"
+    if silent > h.interval_s + cfg.agent_late_grace_s:
+        return "late"
+    return "ok"
+
+
+def agents_silent(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
+    if not cfg.agent_silent_enabled:
+        return []
+    out = []
+    for h in fleet.hosts.values():
+        if host_status(h, now, cfg) != "down":
+            continue
+        ranks = sorted(
+            r.label
+            for st in fleet.launches.values()
+            for r in st.ranks.values()
+            if r.host == h.name and r.phase not in ("crashed", "exited")
+        )
+        out.append(
+            Finding(
+                key=f"agent:{h.name}",
+                kind="agent_silent",
+                host=h.name,
+                summary=f"The agent on {h.name} has not reported for {now - h.last_seen:.0f} s "
+                f"(interval {h.interval_s:g} s): its ranks cannot be watched.",
+                ranks=ranks,
+                evidence=[evidence(h.last_seen, None, "last report", f"{now - h.last_seen:.0f} s ago")],
+                severity="warning",
+                since=h.last_seen + h.interval_s + cfg.agent_silent_grace_s,
+            )
+        )
+    return out
+
+
+def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:
+    """Speculation on but the draft's tokens are not accepted (accept length near 1, rate near 0), sustained.
+    Not when the engine turns speculation off above a batch size on purpose: then the low reports all sit at
+    batch sizes above every well-accepted one."""
+    if not st.speculative:
+        return None
+    window = [a for a in st.accept if now - a.ts <= cfg.low_accept_window_s]
+    if len(window) < cfg.low_accept_min_reports:
+        return None
+
+    def low(a: AcceptReport) -> bool:
+        if a.accept_len is not None:
+            return a.accept_len <= cfg.low_accept_len
+        return a.accept_rate is not None and a.accept_rate <= cfg.low_accept_rate
+
+    lows = [a for a in window if low(a)]
+    if len(lows) < cfg.low_accept_fraction * len(window):
+        return None
+    good = [
+        a
+        for a in st.accept
+        if a.accept_len is not None and a.accept_len >= cfg.good_accept_len and a.batch is not None
+    ]
+    low_batches = [a.batch for a in lows if a.batch is not None]
+    if good and low_batches and min(low_batches) > max(a.batch for a in good if a.batch is not None):
+        return None  # speculation switched off above a batch-size threshold, by design
+    lens = [a.accept_len for a in lows if a.accept_len is not None]
+    rates = [a.accept_rate for a in lows if a.accept_rate is not None]
+    mean_len = sum(lens) / len(lens) if lens else None
+    mean_rate = sum(rates) / len(rates) if rates else None
+    body = [
+        evidence(
+            lows[-1].ts,
+            None,
+            "accept length",
+            f"mean {mean_len:.2f} over {len(lows)} of {len(window)} decode reports"
+            if mean_len is not None
+            else "n/a",
+        ),
+    ]
+    if mean_rate is not None:
+        body.append(evidence(lows[-1].ts, None, "accept rate", f"mean {mean_rate:.2f}"))
+    batches = sorted({b for b in low_batches})
+    if batches:
+        body.append(
+            evidence(
+                lows[-1].ts,
+                None,
+                "batch sizes (#running-req)",
+                f"{batches[0]}-{batches[-1]}: low at every size",
+            )
+        )
+    if st.draft_model_type:
+        body.append(evidence(None, None, "draft model", st.draft_model_type))
+    for w in st.weights_warnings[-3:]:
+        body.append(evidence(w.ts, None, "draft weights warning", w.message[:400]))
+    shown = f"accept length {mean_len:.2f}" if mean_len is not None else f"accept rate {mean_rate:.2f}"
+    f = Finding(
+        key=f"accept:{st.key}",
+        kind="low_acceptance",
+        launch=st.key,
+        summary=f"Speculative decoding gains nothing: {shown} over the last {len(window)} decode reports "
+        "(the draft's tokens are rejected; check the draft checkpoint and its hidden-state wiring).",
+        evidence=body,
+        severity="warning",
+        since=lows[0].ts,
+    )
+    for enrich in ENRICHERS.get("low_acceptance", []):
+        f.evidence.extend(enrich(st, f))
+    return f

@@ -1,0 +1,56 @@
+"""What the detector decides: findings (a problem seen now) and decisions (what changes in the incident list)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+INCIDENT_KINDS = (
+    "suspected_deadlock",
+    "nccl_timeout",
+    "watchdog_timeout",
+    "rank_crashed",
+    "rank_divergence",
+    "stalled_serving",
+    "low_acceptance",
+    "gpu_xid",
+    "agent_silent",
+)
+# Kinds that say "this launch stopped moving": one open at a time per launch, later signals upgrade it.
+HANG_KINDS = frozenset({"suspected_deadlock", "stalled_serving", "nccl_timeout", "watchdog_timeout"})
+
+Evidence = dict[str, Any]
+
+
+def evidence(ts: float | None, rank: str | None, what: str, value: Any) -> Evidence:
+    """One line of evidence a person can read: when, on which rank, what was seen, and the number or line."""
+    return {"ts": ts, "rank": rank, "what": what, "value": value}
+
+
+@dataclass(slots=True)
+class Finding:
+    key: str  # the same problem keeps the same key from tick to tick
+    kind: str
+    summary: str
+    launch: str | None = None
+    host: str | None = None
+    culprit: str | None = None
+    ranks: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    confidence: Literal["suspected", "confirmed"] = "suspected"
+    severity: Literal["critical", "warning"] = "critical"
+    # signals of other kinds that confirmed this one (a deadlock later confirmed by the NCCL watchdog)
+    confirmed_by: list[str] = field(default_factory=list)
+    # (host, pid) worth a py-spy dump
+    stack_requests: list[tuple[str, int]] = field(default_factory=list)
+    # when the problem began (last progress + expected interval), for the incident's opened_at
+    since: float | None = None
+
+
+@dataclass(slots=True)
+class Decision:
+    action: Literal["open", "upgrade", "update", "resolve"]
+    key: str
+    at: float
+    finding: Finding | None = None  # None for resolve
+    summary: str | None = None  # for resolve: why it ended

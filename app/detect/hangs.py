@@ -1,0 +1,429 @@
+"""A launch that stopped making progress: suspected_deadlock (start-up), stalled_serving (serving),
+rank_divergence (one rank behind peers that still move), and the engines' confirmed signals (PyTorch NCCL
+watchdog / heartbeat, SGLang scheduler watchdog) that open or upgrade them at once.
+
+The core signal is no progress where progress is expected; the GPU signature and cross-rank comparison say
+which kind of stall it is and which rank is the odd one out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from app.detect.config import DetectConfig
+from app.detect.findings import Evidence, Finding, evidence
+from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, Signal
+
+GB = 1024**3
+HANG_SIGNALS = {
+    "nccl_timeout": "nccl_timeout",
+    "nccl_heartbeat": "nccl_timeout",
+    "watchdog_timeout": "watchdog_timeout",
+}
+MAX_EVIDENCE = 24
+
+
+def signature(r: RankState) -> str:
+    """The GPU as a person would describe it: '100% util at 62 W of 700 W, 76.0 GB held'."""
+    if r.util_pct is None and r.mem_used_bytes is None:
+        return "no GPU sample"
+    head = f"{r.util_pct:.0f}% util" if r.util_pct is not None else "util n/a"
+    if r.power_w is not None:
+        head += f" at {r.power_w:.0f} W" + (f" of {r.power_limit_w:.0f} W" if r.power_limit_w else "")
+    if r.mem_used_bytes is not None:
+        head += f", {r.mem_used_bytes / GB:.1f} GB held"
+    return head
+
+
+def spinning(r: RankState, cfg: DetectConfig) -> bool:
+    """~100% utilisation at near-idle power: a kernel waiting in a collective."""
+    ratio = r.power_ratio
+    return (
+        r.util_pct is not None
+        and r.util_pct >= cfg.spin_util_pct
+        and ratio is not None
+        and ratio <= cfg.spin_power_ratio
+    )
+
+
+def idle(r: RankState, cfg: DetectConfig) -> bool:
+    return r.util_pct is not None and r.util_pct <= cfg.idle_util_pct
+
+
+def _recent(ts: float | None, now: float, window: float) -> bool:
+    return ts is not None and now - ts <= window
+
+
+def loading_progress(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
+    """Slow storage is not a hang: memory, disk reads or the shard bar still moving."""
+    if r.phase != "loading_weights" and not (r.phase == "stalled" and r.stalled_from == "loading_weights"):
+        return None
+    w = cfg.soft_progress_window_s
+    if _recent(r.mem_rise_at, now, w):
+        return "GPU memory rising"
+    if _recent(r.io_rise_at, now, w):
+        return "disk reads rising"
+    if r.last_milestone == "load_begin" and _recent(st.shard_progress_at, now, w):
+        return "checkpoint shards loading"
+    return None
+
+
+def cpu_busy(r: RankState, now: float, cfg: DetectConfig) -> bool:
+    """JIT compilation before or during capture keeps a core busy while the log is quiet."""
+    return _recent(r.cpu_busy_at, now, cfg.soft_progress_window_s) and not spinning(r, cfg)
+
+
+def quiet_for(r: RankState, now: float) -> float:
+    return now - r.last_progress_at
+
+
+def _phase(r: RankState) -> str:
+    return r.stalled_from if r.phase == "stalled" and r.stalled_from else r.phase
+
+
+def _minority(values: dict[str, float], lower: bool = True) -> list[str]:
+    """Ranks whose value is the odd one out (the lowest when ``lower``), held by fewer than half the ranks."""
+    if len(values) < 2:
+        return []
+    extreme = min(values.values()) if lower else max(values.values())
+    odd = [k for k, v in values.items() if v == extreme]
+    if len(set(values.values())) < 2 or len(odd) * 2 >= len(values):
+        return []
+    return odd
+
+
+def odd_one_out(
+    ranks: list[RankState], now: float, cfg: DetectConfig, with_milestones: bool
+) -> tuple[list[str], list[Evidence], str]:
+    """Name the rank(s) that differ from their peers, with the evidence and a reason phrase."""
+    if len(ranks) == 1:
+        r = ranks[0]
+        return [r.label], [], "the only rank"
+    by_label = {r.label: r for r in ranks}
+    rules: list[Callable[[], tuple[list[str], str]]] = []
+    if with_milestones:
+        rules.append(lambda: _behind_in_milestones(ranks))
+    rules += [
+        lambda: _behind_in_nccl(ranks),
+        lambda: _idle_among_spinners(ranks, cfg),
+        lambda: _odd_proc_state(ranks),
+    ]
+    for rule in rules:
+        odd, reason = rule()
+        if odd:
+            ev = [evidence(by_label[o].gpu_ts, o, "GPU", signature(by_label[o])) for o in odd[:4]]
+            peers = [r for r in ranks if r.label not in odd]
+            if peers:
+                common = Counter(signature(p) for p in peers).most_common(1)[0][0]
+                ev.append(evidence(now, None, f"{len(peers)} peers' GPUs", f"e.g. {common}"))
+            return odd, ev, reason
+    return [], [], ""
+
+
+def _behind_in_milestones(ranks: list[RankState]) -> tuple[list[str], str]:
+    odd = _minority({r.label: r.milestones for r in ranks})
+    if not odd:
+        return [], ""
+    peers = [r for r in ranks if r.label not in odd]
+    lead = Counter(p.last_milestone for p in peers).most_common(1)[0][0]
+    me = {r.label: r for r in ranks}[odd[0]]
+    return (
+        odd,
+        f"it last logged {_milestone_name(me.last_milestone)} while {len(peers)} peers reached {_milestone_name(lead)}",
+    )
+
+
+def _behind_in_nccl(ranks: list[RankState]) -> tuple[list[str], str]:
+    done = {r.label: float(r.nccl_completed) for r in ranks if r.nccl_completed is not None}
+    if len(done) >= 2 and (odd := _minority(done)):
+        return (
+            odd,
+            f"its NCCL work count ({int(done[odd[0]])} completed) is behind its peers' ({int(max(done.values()))})",
+        )
+    seq = {r.label: float(r.nccl_seq) for r in ranks if r.nccl_seq is not None}
+    if len(seq) >= 2 and (odd := _minority(seq)):
+        return (
+            odd,
+            f"it timed out on collective SeqNum={int(seq[odd[0]])}, one behind its peers' {int(max(seq.values()))}",
+        )
+    return [], ""
+
+
+def _idle_among_spinners(ranks: list[RankState], cfg: DetectConfig) -> tuple[list[str], str]:
+    spin = [r for r in ranks if spinning(r, cfg)]
+    still = [r for r in ranks if idle(r, cfg)]
+    if spin and still and len(still) < len(spin) and len(spin) + len(still) == len(ranks):
+        return [r.label for r in still], (
+            f"its GPU is idle while {len(spin)} peers spin in a collective (~100% util at idle power): "
+            "it never reached the collective they wait in"
+        )
+    return [], ""
+
+
+def _odd_proc_state(ranks: list[RankState]) -> tuple[list[str], str]:
+    states = {r.label: r.proc_state for r in ranks if r.proc_state}
+    if len(states) < 2:
+        return [], ""
+    counts = Counter(states.values())
+    common, n = counts.most_common(1)[0]
+    odd = [k for k, v in states.items() if v != common]
+    if odd and n * 2 > len(states) and len(odd) <= 2 and all(states[o] in ("D", "T", "Z") for o in odd):
+        return odd, f"its process is in state {states[odd[0]]} while its peers are {common}"
+    return [], ""
+
+
+_MILESTONE_TEXT = {
+    "dist_init_begin": "'Init torch distributed begin'",
+    "dist_init_end": "'Init torch distributed ends'",
+    "load_begin": "'Load weight begin'",
+    "load_end": "'Load weight end'",
+    "kv_alloc": "'KV Cache is allocated'",
+    "mem_pool_end": "'Memory pool end'",
+    "capture_begin": "'Capture cuda graph begin'",
+    "capture_end": "'Capture cuda graph end'",
+}
+
+
+def _milestone_name(m: str | None) -> str:
+    return _MILESTONE_TEXT.get(m or "", "nothing yet")
+
+
+def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tuple[str, int]]:
+    ordered = sorted(ranks, key=lambda r: (r.label not in culprits, r.label))
+    return [(r.host, r.pid) for r in ordered if r.pid is not None][:3]
+
+
+def _stack_evidence(st: LaunchState, since: float) -> list[Evidence]:
+    return [
+        evidence(
+            sig.ts,
+            rank,
+            "py-spy stack",
+            f"{sig.fields.get('function') or ''} {sig.fields.get('top_frame') or ''}".strip()
+            or sig.message[:300],
+        )
+        for rank, sig in st.stacks
+        if sig.ts >= since
+    ][-4:]
+
+
+def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[str], bool]) -> Finding | None:
+    """suspected_deadlock or stalled_serving for one launch, or None while it still moves."""
+    live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
+    if not live or any(host_down(r.host) for r in live):
+        return None  # no data is not the same as no progress: agent_silent covers it
+    startup = [r for r in live if _phase(r) in STARTUP_PHASES]
+    if startup and st.ready_at is None:
+        return _startup_stall(st, live, now, cfg)
+    return _serving_stall(st, live, now, cfg)
+
+
+def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:
+    quiet: list[tuple[RankState, float, float]] = []
+    for r in live:
+        exp = cfg.expected_s(_phase(r))
+        if exp is None or quiet_for(r, now) <= exp:
+            return None  # someone is still moving (or waiting legitimately for the server to fire up)
+        if loading_progress(st, r, now, cfg):
+            return None
+        quiet.append((r, quiet_for(r, now), exp))
+    if any(cpu_busy(r, now, cfg) for r in live) and not any(spinning(r, cfg) for r in live):
+        return None  # JIT before/during capture: CPU busy, GPU not waiting in a collective
+    culprits, ev, reason = odd_one_out(live, now, cfg, with_milestones=True)
+    since = min(r.last_progress_at + exp for r, _, exp in quiet)
+    phase = Counter(_phase(r) for r in live).most_common(1)[0][0]
+    longest = max(q for _, q, _ in quiet)
+    body = [
+        evidence(
+            now,
+            None,
+            "no progress for",
+            f"{longest:.0f} s in {phase} (expected within {cfg.expected_s(phase):.0f} s)",
+        )
+    ]
+    body += ev
+    if culprits:
+        c = next(r for r in live if r.label == culprits[0])
+        if c.last_log:
+            body.append(evidence(c.last_log_at, c.label, "last log line", c.last_log))
+    if all(idle(r, cfg) for r in live):
+        body.append(
+            evidence(
+                now, None, "GPU signature", "memory held at ~0% utilisation on every rank: a CPU-side stall"
+            )
+        )
+    body += [
+        evidence(r.last_progress_at, r.label, "last progress", r.last_progress_what)
+        for r, _, _ in sorted(quiet, key=lambda x: (x[0].label not in culprits, x[0].label))[:6]
+    ]
+    body += _stack_evidence(st, since)
+    who = (
+        f"{culprits[0]} is the suspect: {reason}"
+        if len(culprits) == 1
+        else (f"suspects {', '.join(culprits)}: {reason}" if culprits else "no single rank stands out")
+    )
+    return Finding(
+        key=f"hang:{st.key}",
+        kind="suspected_deadlock",
+        launch=st.key,
+        summary=f"Launch stopped making progress in {phase} {longest:.0f} s ago; {who}.",
+        culprit=culprits[0] if len(culprits) == 1 else None,
+        ranks=culprits or sorted(r.label for r in live),
+        evidence=body[:MAX_EVIDENCE],
+        stack_requests=_stack_requests(live, culprits),
+        since=since,
+    )
+
+
+def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:
+    if st.ready_at is None and not st.last_decode_at:
+        return None
+    busy = (st.running_req or 0) + (st.queue_req or 0)
+    if busy <= 0:
+        return None  # an idle ready server is quiet by design
+    marks = [t for t in (st.last_decode_at, st.gen_tokens_rise_at, st.ready_at) if t is not None]
+    last = max(marks) if marks else None
+    if last is None or now - last <= cfg.stall_serving_s:
+        return None
+    culprits, ev, reason = odd_one_out(live, now, cfg, with_milestones=False)
+    body = [
+        evidence(
+            st.last_decode_at,
+            None,
+            "last decode batch",
+            "never" if st.last_decode_at is None else f"{now - st.last_decode_at:.0f} s ago",
+        ),
+        evidence(
+            st.load_seen_at,
+            None,
+            "requests waiting",
+            f"{st.running_req or 0} running, {st.queue_req or 0} queued",
+        ),
+    ]
+    if st.gen_tokens_total is not None:
+        body.append(
+            evidence(
+                st.gen_tokens_rise_at, None, "generation_tokens_total frozen at", int(st.gen_tokens_total)
+            )
+        )
+    body += ev + _stack_evidence(st, last)
+    who = f"; {culprits[0]} is the suspect: {reason}" if len(culprits) == 1 else ""
+    return Finding(
+        key=f"hang:{st.key}",
+        kind="stalled_serving",
+        launch=st.key,
+        summary=f"Serving stalled: {busy} request(s) waiting and no token generated for {now - last:.0f} s{who}.",
+        culprit=culprits[0] if len(culprits) == 1 else None,
+        ranks=culprits or sorted(r.label for r in live),
+        evidence=body[:MAX_EVIDENCE],
+        stack_requests=_stack_requests(live, culprits),
+        since=last + cfg.stall_serving_s,
+    )
+
+
+def confirmed_signals(st: LaunchState) -> list[tuple[str | None, Signal]]:
+    out: list[tuple[str | None, Signal]] = [
+        (r.label, s) for r in st.ranks.values() for s in r.signals if s.kind in HANG_SIGNALS
+    ]
+    out += [(lab, s) for lab, s in st.signals if s.kind in HANG_SIGNALS]
+    return sorted(out, key=lambda x: x[1].ts)
+
+
+def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None:
+    """The engines' own watchdogs fired: open (or upgrade) the launch's hang incident as confirmed."""
+    sigs = [(lab, s) for lab, s in confirmed_signals(st) if now - s.ts < 3600]
+    if not sigs:
+        return base
+    first_kind = HANG_SIGNALS[sigs[0][1].kind]
+    seqs = {lab: float(s.fields["seq"]) for lab, s in sigs if lab and isinstance(s.fields.get("seq"), int)}
+    culprit = base.culprit if base else None
+    reason = ""
+    if (odd := _minority(seqs)) and len(odd) == 1:
+        culprit, reason = (
+            odd[0],
+            f"it timed out on SeqNum={int(seqs[odd[0]])}, behind its peers' {int(max(seqs.values()))}",
+        )
+    elif culprit is None:
+        reporting = {lab for lab, _ in sigs if lab}
+        live = [r.label for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
+        silent = [lab for lab in live if lab not in reporting]
+        if reporting and silent and len(silent) * 2 < len(live):
+            culprit = silent[0] if len(silent) == 1 else None
+            reason = f"every peer's watchdog fired waiting for it ({', '.join(silent)} reported nothing)"
+    sig_ev = [evidence(s.ts, lab, s.kind, s.message[:400]) for lab, s in sigs[-8:]]
+    if base is not None:
+        base.confidence = "confirmed"
+        base.confirmed_by = sorted({HANG_SIGNALS[s.kind] for _, s in sigs})
+        base.evidence = (sig_ev + base.evidence)[:MAX_EVIDENCE]
+        if culprit:
+            base.culprit = culprit
+        base.summary = base.summary.rstrip(".") + f". Confirmed by the engine: {sigs[0][1].message[:160]}"
+        return base
+    what = "PyTorch's NCCL watchdog" if first_kind == "nccl_timeout" else "SGLang's scheduler watchdog"
+    who = (
+        f"; {culprit} is the suspect: {reason}"
+        if culprit and reason
+        else (f"; suspect {culprit}" if culprit else "")
+    )
+    return Finding(
+        key=f"hang:{st.key}",
+        kind=first_kind,
+        launch=st.key,
+        summary=f"{what} fired on {len({lab for lab, _ in sigs})} rank(s){who}.",
+        culprit=culprit,
+        ranks=sorted({lab for lab, _ in sigs if lab} | ({culprit} if culprit else set())),
+        evidence=sig_ev,
+        confidence="confirmed",
+        confirmed_by=[first_kind],
+        since=sigs[0][1].ts,
+    )
+
+
+def divergence(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:
+    """One rank behind peers that are still moving: not (yet) a launch-wide stall, but on its way."""
+    live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
+    if len(live) < 2:
+        return None
+    moving = [r for r in live if quiet_for(r, now) <= cfg.divergence_s]
+    nccl_moving = [
+        r for r in live if r.nccl_completed_at is not None and now - r.nccl_completed_at <= cfg.divergence_s
+    ]
+    for rule, peers_moving in (
+        (lambda: _behind_in_milestones(live), moving),
+        (lambda: _behind_in_nccl(live), nccl_moving),
+    ):
+        odd, reason = rule()
+        if not odd or not [p for p in peers_moving if p.label not in odd]:
+            continue
+        behind = [r for r in live if r.label in odd]
+        if rule is not None and peers_moving is nccl_moving:
+            still = any(
+                r.nccl_completed_at is None or now - r.nccl_completed_at <= cfg.divergence_s for r in behind
+            )
+        else:
+            still = any(
+                quiet_for(r, now) <= cfg.divergence_s
+                or loading_progress(st, r, now, cfg)
+                or cpu_busy(r, now, cfg)
+                for r in behind
+            )
+        if still:
+            continue  # the slow rank is still working: let it catch up
+        moving = [p for p in peers_moving if p.label not in odd]
+        r = behind[0]
+        return Finding(
+            key=f"divergence:{st.key}",
+            kind="rank_divergence",
+            launch=st.key,
+            summary=f"{r.label} is behind peers that still move: {reason}.",
+            culprit=r.label if len(odd) == 1 else None,
+            ranks=odd,
+            evidence=[
+                evidence(r.last_progress_at, r.label, "last progress", r.last_progress_what),
+                evidence(r.gpu_ts, r.label, "GPU", signature(r)),
+                evidence(now, None, "peers still moving", ", ".join(p.label for p in moving[:8])),
+            ],
+            since=r.last_progress_at + cfg.divergence_s,
+        )
+    return None
