@@ -9,6 +9,7 @@ loudly and keeps retrying, so fixing the token loses nothing.
 
 from __future__ import annotations
 
+import gzip
 import logging
 import random
 import threading
@@ -25,6 +26,7 @@ from agents.spool import Spool
 log = logging.getLogger("specwatch.agent.shipper")
 
 RETRYABLE = frozenset({408, 425, 429})
+_GROUPS = ("gpus", "processes", "events", "metrics")
 AUTH = frozenset({401, 403})
 
 
@@ -33,6 +35,7 @@ class ShipperStats:
     acked: int = 0
     duplicates: int = 0
     rejected: int = 0
+    refused_records: int = 0
     failures: int = 0
 
 
@@ -64,6 +67,7 @@ class Shipper:
         self.stats = ShipperStats()
         self._rng = rng or random.Random()
         self._failures = 0
+        self._salvaged: set[int] = set()
         self._down_since: float | None = None
         self._last_complaint = 0.0
         self._wake = threading.Event()
@@ -103,7 +107,8 @@ class Shipper:
     def summary(self) -> str:
         s = self.stats
         return (
-            f"acked={s.acked} duplicates={s.duplicates} rejected={s.rejected} failed_attempts={s.failures} "
+            f"acked={s.acked} duplicates={s.duplicates} rejected={s.rejected} refused_records={s.refused_records} "
+            f"failed_attempts={s.failures} "
             f"pending={self.spool.pending()} dropped_by_bound={self.spool.dropped_total} "
             f"quarantined={self.spool.quarantined}"
         )
@@ -156,11 +161,56 @@ class Shipper:
         if resp.status_code in AUTH:
             return self._failed(f"{_reason(resp)} — check --token / SPECWATCH_TOKEN and --host; data is kept")
         # Anything else is about this batch: retrying cannot help, and it must not block the ones behind it.
-        self.stats.rejected += 1
         reason = _reason(resp)
+        if resp.status_code == 422 and self._salvage(item.seq, body, resp):
+            return 0.0
+        self.stats.rejected += 1
         log.error("server refused batch seq=%d for good (%s): quarantined in the spool", item.seq, reason)
         self.spool.reject(item.seq, reason)
         return 0.0
+
+    def _salvage(self, seq: int, body: bytes, resp: httpx.Response) -> bool:
+        """One bad record must not cost a whole batch: drop the records the server named, send the rest.
+
+        The server's 422 lists the offending locations (``["body", "processes", 9, "cpu_time_s"]``); an ingest
+        that fails validation stores nothing, so the cleaned batch can go again under the same sequence number.
+        The refused records are kept in the quarantine for a human. Done once per batch: a cleaned batch that is
+        refused again is quarantined whole.
+        """
+        if seq in self._salvaged:
+            return False
+        try:
+            detail = resp.json().get("detail")
+        except (ValueError, AttributeError):
+            return False
+        bad: dict[str, set[int]] = {}
+        for d in detail if isinstance(detail, list) else []:
+            loc = d.get("loc") if isinstance(d, dict) else None
+            record = isinstance(loc, list) and len(loc) >= 3 and loc[0] == "body" and loc[1] in _GROUPS
+            if record and isinstance(loc, list) and isinstance(loc[2], int):
+                bad.setdefault(loc[1], set()).add(loc[2])
+                continue
+            return False  # something other than individual records is wrong: not salvageable
+        if not bad:
+            return False
+        batch = orjson.loads(gzip.decompress(body))
+        refused: dict[str, list[Any]] = {}
+        for group, indexes in bad.items():
+            records = batch.get(group) or []
+            refused[group] = [r for i, r in enumerate(records) if i in indexes]
+            batch[group] = [r for i, r in enumerate(records) if i not in indexes]
+        n = sum(len(v) for v in refused.values())
+        self._salvaged.add(seq)
+        self.stats.refused_records += n
+        self.spool.set_aside(seq, orjson.dumps({"refused": refused, "detail": detail}))
+        self.spool.rewrite(seq, batch)
+        log.error(
+            "server refused %d record(s) of batch seq=%d (%s): set aside in the quarantine, sending the rest",
+            n,
+            seq,
+            str(detail)[:300],
+        )
+        return True
 
     def _parse_ack(self, resp: httpx.Response) -> dict[str, Any]:
         try:

@@ -250,6 +250,27 @@ class Spool:
                 self._bytes -= b.size
                 b.path.unlink(missing_ok=True)
 
+    def rewrite(self, seq: int, batch: dict[str, Any]) -> None:
+        """Replace a pending batch's content (same seq: the server stored nothing of it), atomically."""
+        body = gzip.compress(orjson.dumps(batch), compresslevel=self.compresslevel, mtime=0)
+        with self._lock:
+            old = self._batches.get(seq)
+            if old is None:
+                return
+            path = self.dir / f"batch-{seq:012d}-n{sample_count(batch)}.json.gz"
+            atomic_write(path, body)
+            if path != old.path:
+                old.path.unlink(missing_ok=True)
+            self._bytes += len(body) - old.size
+            self._batches[seq] = Spooled(seq, sample_count(batch), len(body), path)
+
+    def set_aside(self, seq: int, data: bytes) -> None:
+        """Keep records the server refused next to the quarantined batches, for a human to look at."""
+        qdir = self.dir / QUARANTINE
+        qdir.mkdir(exist_ok=True)
+        atomic_write(qdir / f"{int(time.time())}-refused-records-{seq:012d}.json", data)
+        self.quarantined += 1
+
     def reject(self, seq: int, reason: str) -> None:
         """The server refused this batch for good: keep it aside for a human, never send it again."""
         with self._lock:

@@ -187,3 +187,26 @@ def test_top_frame_of_a_py_spy_dump() -> None:
     )
     assert top_frame(dump) == ("wait (threading.py:320)", "wait")
     assert top_frame("Error: Permission denied") == (None, None)
+
+
+def test_one_bad_record_does_not_cost_the_batch(tmp_path: Path, srv: ServerProcess, token: str) -> None:
+    spool = Spool(tmp_path / "spool")
+    b = batch(spool)
+    now = time.time()
+    good = {"ts": now, "pid": 10, "create_time": now - 5, "name": "sglang::scheduler_TP0", "cpu_time_s": 1.5}
+    b["processes"] = [good, {**good, "pid": 11, "cpu_time_s": -0.05}]  # a reading no psutil can produce
+    spool.append(b)
+    shipper = Shipper(spool, srv.base_url, token)
+    assert shipper.step() == 0.0, "the server's 422 names the record; the rest is rewritten in place"
+    assert shipper.step() == 0.0 and spool.pending() == 0
+    assert shipper.stats.refused_records == 1 and shipper.stats.rejected == 0
+    eng = create_engine(srv.database_url)
+    with eng.connect() as c:
+        row = c.execute(
+            text("SELECT n_processes, n_events FROM ingested_batches WHERE agent_id = :a"),
+            {"a": spool.agent_id},
+        ).one()
+    eng.dispose()
+    assert tuple(row) == (1, 1)
+    kept = orjson.loads(next((tmp_path / "spool" / QUARANTINE).glob("*refused-records*")).read_bytes())
+    assert kept["refused"]["processes"][0]["pid"] == 11 and "cpu_time_s" in str(kept["detail"])

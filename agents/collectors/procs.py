@@ -263,7 +263,8 @@ class SimProcesses:
         self._seen = 0
 
     def sample(self, now: float, gpu_pids: dict[int, list[str]]) -> list[wire.ProcessSample]:
-        samples: list[wire.ProcessSample] = self.cluster.process_samples(self.host, now)
+        # psutil cannot show a process before it starts: keep the simulation to what a real host would show
+        samples = [s for s in self.cluster.process_samples(self.host, now) if s.create_time <= now]
         self._seen = len(samples)
         return samples
 
