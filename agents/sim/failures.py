@@ -82,9 +82,9 @@ def watchdog_timeout(ts: float, nccl_rank: int, seq: int, timeout_s: float) -> l
         g("ProcessGroupNCCL.cpp:632")
         + f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, "
         f"NumelOut=1, Timeout(ms)={ms}) ran for {ms + 81} milliseconds before timing out.",
-        g("ProcessGroupNCCL.cpp:2168")
-        + f"failure detected by watchdog at work sequence id: {seq} PG status: last enqueued work: {seq}, "
-        f"last completed work: {seq - 1}",
+        g("ProcessGroupNCCL.cpp:1895")
+        + f"Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL "
+        f"work: {seq}, last completed NCCL work: {seq - 1}.",
         glog_prefix(ts, nccl_rank, "E", "ProcessGroupNCCL.cpp:670")
         + "Stack trace of the failed collective not found, potentially because FlightRecorder is disabled. "
         "You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE to a non-zero value.",
@@ -134,4 +134,14 @@ def launcher_crash(index: int, pid: int, exit_code: int, serving: bool) -> list[
         f"Rank {index} scheduler died during initialization (exit code: {exit_code}). If you see this message, "
         "it usually means that some scheduler processes failed to start (e.g., out of memory).",
         "Initialization failed. warmup error: last_gen_throughput=None",
+    ]
+
+
+def sglang_watchdog(pid: int, timeout_s: float) -> list[str]:
+    """SGLang's scheduler watchdog (logged with the scheduler's prefix) just before it kills the server."""
+    return [
+        f"Scheduler debug info: forward_ct={pid % 9973 + 20000}, last_batch=decode, running_reqs=?, "
+        "waiting_reqs=?",
+        f'Pyspy dump for PID {pid} (py-spy dump --native --pid {pid}): Thread {pid} (idle): "MainThread"',
+        f"Scheduler watchdog timeout (self.watchdog_timeout={int(timeout_s)}, self.soft=False)",
     ]

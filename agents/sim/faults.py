@@ -24,6 +24,7 @@ class Fate:
     exit_code: int | None = None
     error: str | None = None  # traceback printed just before exit
     glog: list[tuple[float, str]] = field(default_factory=list)  # PyTorch lines, no SGLang prefix
+    watchdog: tuple[float, float] | None = None  # (when, timeout_s): SGLang's scheduler watchdog fires
 
     def stop_at(self, t: float, after: str) -> None:
         if t < self.stop:
@@ -160,6 +161,14 @@ def _hang(
             fate.stop_at(tf, fault.culprit_signature)
         else:
             fate.stop_at(t0 + wait_rel, fault.peer_signature)
+    if fault.sglang_watchdog_s and tf >= t0 + sc.schedule.ready_at:
+        fired = tf + fault.sglang_watchdog_s * sc.time_scale
+        for r in ranks:
+            ts = fired + 0.2 * unit(seed, "sgl-wd", r.index)
+            fate = fates.ranks[r.index]
+            if ts < fate.exit:
+                fate.watchdog = (ts, fault.sglang_watchdog_s)
+                fate.exit_at(ts + 0.8, -9)  # the launcher's SIGQUIT handler kills the whole tree
     if not fault.collective_timeout_s:
         return
     seq = seq_at(sc, wait_rel)

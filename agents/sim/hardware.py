@@ -41,6 +41,7 @@ GPU_SIG: dict[str, GpuSig] = {
     "idle": HELD,
     "spin": GpuSig((100, 100), (61, 69), 1980, 36),
     "lost": HELD,
+    "driver_wait": HELD,
 }
 
 
@@ -67,6 +68,7 @@ PROC_SIG: dict[str, ProcSig] = {
     "idle": ProcSig("S", 0.2, 205),
     "spin": ProcSig("S", 1.2, 205),
     "lost": ProcSig("R", 100.0, 205),  # stuck inside a CUDA call that will never return
+    "driver_wait": ProcSig("D", 0.1, 205),  # uninterruptible sleep inside the NVIDIA driver (an ioctl)
     "main": ProcSig("S", 4.0, 63),
     "main_serving": ProcSig("SR", 28.0, 67),
     "detok": ProcSig("S", 1.5, 9),

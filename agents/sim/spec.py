@@ -23,7 +23,7 @@ IncidentKind = Literal[
     "agent_silent",
 ]
 # What a stuck rank looks like from outside: see agents/sim/hardware.py for the numbers behind each.
-Signature = Literal["cpu_busy", "blocked", "spin", "idle"]
+Signature = Literal["cpu_busy", "blocked", "spin", "idle", "driver_wait"]
 StepName = Literal[
     "dist_init",
     "load_target",
@@ -149,6 +149,9 @@ class FaultSpec(BaseModel):
     collective_timeout_s: float = Field(0.0, ge=0, description="PyTorch NCCL collective timeout; 0: never")
     heartbeat_timeout_s: float = Field(0.0, ge=0, description="after the timeout; 0: no heartbeat lines")
     abort: bool = Field(False, description="processes abort (SIGABRT) after the last NCCL lines")
+    sglang_watchdog_s: float = Field(
+        0.0, ge=0, description="SGLang's scheduler watchdog (armed only once serving); 0: off or never fires"
+    )
     exit_code: int = -6
     error: CrashError = "illegal_memory_access"
     cascade: bool = Field(True, description="the launcher then kills every other process (SGLang does)")

@@ -13,7 +13,8 @@ from agents.sim.timeline import INF, ProcTimeline, Segment, SimLogLine
 GIB = 1024**3
 GPU_TOTAL_GIB = {"H200": 143771 / 1024, "H100": 81559 / 1024}  # NVML memory.total, MiB -> GiB
 CTX_GIB = 0.62  # CUDA context + NCCL buffers after dist init
-RESERVED_GIB = 0.8  # what the driver keeps: SGLang's "avail mem" is total minus used minus this
+RESERVED_GIB = 0.8
+DRAFT_KV_BYTES_PER_TOKEN = 4096  # one bf16 decoder layer, K and V, 1024 wide per rank  # what the driver keeps: SGLang's "avail mem" is total minus used minus this
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,16 +32,20 @@ class MemoryPlan:
 
 
 def memory_plan(sc: Scenario) -> MemoryPlan:
+    """SGLang sizes the KV cache so weights + KV (target and draft) fill ``mem_fraction_static`` of the GPU."""
     m = sc.spec.model
     total = GPU_TOTAL_GIB[sc.spec.cluster.gpu]
     weights = CTX_GIB + m.weights_gb
-    kv = max(1.0, total * m.mem_fraction_static - weights - (m.draft_weights_gb if m.speculative else 0.0))
-    tokens = int(kv * GIB / m.kv_bytes_per_token) // 64 * 64
-    draft_kv = round(tokens * 2 * 1024 * 2 / GIB / 2, 2)  # one bf16 layer of K and V, hidden 1024 per rank
+    draft_w = m.draft_weights_gb if m.speculative else 0.0
+    draft_per_token = DRAFT_KV_BYTES_PER_TOKEN if m.speculative else 0
+    budget = max(1.0, total * m.mem_fraction_static - weights - draft_w)
+    tokens = int(budget * GIB / (m.kv_bytes_per_token + draft_per_token)) // 64 * 64
+    kv = tokens * m.kv_bytes_per_token / GIB
+    draft_kv = tokens * draft_per_token / 2 / GIB  # the K (or V) half, as the draft's KV line prints it
     after = {"import": 0.0, "dist_init": CTX_GIB, "load_target": weights}
     after["kv_alloc"] = weights + kv
     after["capture_target"] = after["kv_alloc"] + 1.2
-    after["load_draft"] = after["capture_target"] + m.draft_weights_gb + 2 * draft_kv
+    after["load_draft"] = after["capture_target"] + draft_w + 2 * draft_kv
     after["capture_draft"] = after["load_draft"] + 0.6
     after["capture_draft_extend"] = after["capture_draft"] + 0.3
     last = "capture_draft_extend" if m.speculative else "capture_target"
