@@ -444,6 +444,8 @@ def test_quiet_but_healthy_scenarios_keep_moving() -> None:
     assert after_ready == []
     text = cl.metrics_text("gpu-a01", T0 + idle.duration_s - 1)
     assert text is not None and "sglang:num_running_reqs{" in text
+    # no decode report yet: the acceptance gauges do not exist (they would otherwise read as zero acceptance)
+    assert "sglang:spec_accept_length" not in text
     running = next(
         s.value
         for f in text_string_to_metric_families(text)
