@@ -163,12 +163,18 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
             raise ConfigError(f"--log-tz {args.log_tz!r} is not a time zone ({exc})") from exc
         except ImportError as exc:
             log.error("log tailing unavailable in this build (%s): logs are not collected", exc)
+            src.logs_describe = f"engine logs: not collected ({exc})"
     if "ras" in sources and args.ras != "off" and cluster is None:
         from agents.collectors.ras import RasProbe
 
         src.extra.append(RasProbe(args.ras))
-    if "stacks" in sources and cluster is None:
-        src.stacks = StackDumper()
+    if "stacks" in sources:
+        if "procs" in simulated:  # the pids the server asks about are the simulator's
+            from agents.collectors.stacks import SimStackDumper
+
+            src.stacks = SimStackDumper(cluster, host)
+        else:
+            src.stacks = StackDumper()
 
     config = AgentConfig(
         host=host,
@@ -203,6 +209,16 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return int(agent.run(stop))
     finally:
         spool.close()
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """``specwatch agent`` arguments as a Namespace, for running an agent in-process (the demo):
+    ``agent, spool = build(parse([...])); agent.run(stop_event)``; validate() first for user input."""
+    parser = argparse.ArgumentParser(prog="specwatch")
+    register(parser.add_subparsers())
+    args = parser.parse_args(["agent", *argv])
+    args.token = args.token or os.environ.get("SPECWATCH_TOKEN", "")
+    return args
 
 
 def register(sub: Any) -> None:

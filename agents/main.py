@@ -19,7 +19,7 @@ from agents import __version__, wire
 from agents.collectors.engine_metrics import EngineMetrics
 from agents.collectors.nvml import GpuBackend, pid_gpu_map
 from agents.collectors.procs import ProcessBackend
-from agents.collectors.stacks import StackDumper
+from agents.collectors.stacks import SimStackDumper, StackDumper
 from agents.shipper import Shipper
 from agents.spool import Spool
 
@@ -80,7 +80,7 @@ class Sources:
     metrics: EngineMetrics | None = None
     logs: LogSource | None = None
     logs_describe: str = "engine logs: none (--log not given)"
-    stacks: StackDumper | None = None
+    stacks: StackDumper | SimStackDumper | None = None
     extra: list[EventSource] = field(default_factory=list)
     # called at the start of every tick (simulate mode appends the engine's log lines to real files here)
     before_tick: Callable[[float], None] | None = None

@@ -16,6 +16,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from agents import wire
 
@@ -46,6 +47,19 @@ def top_frame(dump: str) -> tuple[str | None, str | None]:
             if m:
                 return f"{m.group(1)} ({m.group(2)})", m.group(1)
     return None, None
+
+
+def stacks_event(pid: int, ts: float, dump: str | None, error: str = "") -> wire.Event:
+    """A ``stacks`` event: the dump as message, its innermost frame in fields; or why there is none."""
+    frame, function = top_frame(dump) if dump is not None else (None, None)
+    return wire.Event(
+        ts=ts,
+        kind="stacks",
+        message=(dump if dump is not None else f"py-spy dump --pid {pid} failed: {error.strip()}")[:8192],
+        severity="info" if dump is not None else "warning",
+        source="py-spy",
+        fields={"pid": pid, "top_frame": frame, "function": function, "ok": dump is not None},
+    )
 
 
 class StackDumper:
@@ -97,15 +111,7 @@ class StackDumper:
                 err.strip().splitlines()[-1] if err.strip() else "permission denied",
             )
             self.enabled = False
-        frame, function = top_frame(out) if rc == 0 else (None, None)
-        event = wire.Event(
-            ts=ts,
-            kind="stacks",
-            message=(out if rc == 0 else f"py-spy dump --pid {pid} failed: {err.strip()}")[:8192],
-            severity="info" if rc == 0 else "warning",
-            source="py-spy",
-            fields={"pid": pid, "top_frame": frame, "function": function, "ok": rc == 0},
-        )
+        event = stacks_event(pid, ts, out if rc == 0 else None, err)
         with self._lock:
             self._done.append(event)
             self._inflight.discard(pid)
@@ -117,3 +123,34 @@ class StackDumper:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class SimStackDumper:
+    """Simulate mode: the simulator's py-spy output for its processes, through the same request/drain cycle."""
+
+    enabled = True
+
+    def __init__(self, cluster: Any, host: str) -> None:
+        self.cluster = cluster
+        self.host = host
+        self._done: list[wire.Event] = []
+        self._last: dict[int, float] = {}
+
+    def describe(self) -> str:
+        return f"stack dumps: simulated ({self.host})"
+
+    def request(self, pids: list[int]) -> None:
+        now = time.time()
+        for pid in pids:
+            if now - self._last.get(pid, -1e18) < REPEAT_AFTER_S:
+                continue
+            self._last[pid] = now
+            dump = self.cluster.stack_dump(self.host, pid, now)
+            self._done.append(stacks_event(pid, now, dump, "" if dump else f"no process {pid}"))
+
+    def drain(self) -> list[wire.Event]:
+        out, self._done = self._done, []
+        return out
+
+    def close(self) -> None:
+        pass
