@@ -15,14 +15,26 @@ from tests.support import cli, free_port
     ("args", "message"),
     [
         (["--server", "specwatch:8000", "--deployment", "d"], "--server must be an http(s) URL"),
-        (["--server", "http://127.0.0.1:9", "--deployment", "d"], "no token: pass --token or set SPECWATCH_TOKEN"),
+        (
+            ["--server", "http://127.0.0.1:9", "--deployment", "d"],
+            "no token: pass --token or set SPECWATCH_TOKEN",
+        ),
         (
             ["--server", "http://127.0.0.1:9", "--token", "t", "--simulate", "no-such-scenario"],
             "unknown scenario 'no-such-scenario': choose one of",
         ),
         (["--server", "http://127.0.0.1:9", "--token", "t"], "--deployment NAME is required"),
         (
-            ["--server", "http://127.0.0.1:9", "--token", "t", "--deployment", "d", "--batch-interval", "0.5"],
+            [
+                "--server",
+                "http://127.0.0.1:9",
+                "--token",
+                "t",
+                "--deployment",
+                "d",
+                "--batch-interval",
+                "0.5",
+            ],
             "--batch-interval (0.5) must be at least --interval (1.0)",
         ),
         (
@@ -40,7 +52,9 @@ def test_bad_configuration_is_one_sentence_and_exit_2(args: list[str], message: 
 
 
 def test_a_second_agent_on_the_same_spool_is_refused(tmp_path: Path) -> None:
-    args = parse(["--server", "http://127.0.0.1:9", "--token", "t", "--deployment", "d", "--spool", str(tmp_path)])
+    args = parse(
+        ["--server", "http://127.0.0.1:9", "--token", "t", "--deployment", "d", "--spool", str(tmp_path)]
+    )
     args.sources = "none"
     validate(args)
     _agent, spool = build(args)
@@ -74,7 +88,9 @@ def test_simulate_mode_writes_real_log_files_and_answers_stack_requests(tmp_path
         assert agent.src.stacks is not None
         agent.src.stacks.request([schedulers[0].pid])
         (event,) = agent.src.stacks.drain()
-        assert event.kind == "stacks" and event.fields["pid"] == schedulers[0].pid and event.fields["ok"] is True
+        assert (
+            event.kind == "stacks" and event.fields["pid"] == schedulers[0].pid and event.fields["ok"] is True
+        )
         assert event.fields["function"] and "Thread" in event.message
     finally:
         agent.shipper.stop()

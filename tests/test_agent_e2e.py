@@ -51,6 +51,17 @@ def test_simulated_host_lands_in_the_database(server: ServerProcess, make_token:
     started = rows(url, "SELECT message, fields FROM events WHERE kind = 'agent_started'")
     assert len(started) == 1 and "GPUs: 8 simulated" in started[0].message
     assert rows(url, "SELECT count(*) FROM events")[0][0] == taken["events"]
+    # the simulated engine's log lines went through real files, the real tailer and the parser
+    by_kind = {
+        r.kind: r
+        for r in rows(
+            url,
+            "SELECT kind, count(DISTINCT rank_label) AS ranks, min(source) AS source FROM events GROUP BY kind",
+        )
+    }
+    assert by_kind["dist_init_begin"].ranks == 8 and by_kind["load_end"].ranks == 8
+    assert {"capture_end", "server_ready", "decode_batch"} <= set(by_kind)
+    assert by_kind["load_end"].source.startswith("log:") and by_kind["load_end"].source.endswith(".log")
 
     series = {r.name for r in rows(url, "SELECT name FROM metric_series")}
     assert {"sglang:num_running_reqs", "sglang:spec_accept_length", "specwatch:accept_length"} <= series
