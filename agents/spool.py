@@ -22,6 +22,8 @@ import re
 import threading
 import time
 import uuid
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,64 @@ class DropReport:
     samples: int = 0
     first_seq: int | None = None
     last_seq: int | None = None
+
+
+class _Index:
+    """Spooled batches in seq order as three int arrays (24 bytes a batch), so a spool of a million small
+    batches costs megabytes of memory, and finding the oldest is O(1). Removals happen at the head (acks and
+    the bound take the oldest), so the head just advances and the arrays are compacted now and then."""
+
+    def __init__(self) -> None:
+        self.seq = array("q")
+        self.samples = array("q")
+        self.size = array("q")
+        self.head = 0
+
+    def __len__(self) -> int:
+        return len(self.seq) - self.head
+
+    def _pos(self, seq: int) -> int | None:
+        i = bisect_left(self.seq, seq, self.head)
+        return i if i < len(self.seq) and self.seq[i] == seq else None
+
+    def add(self, seq: int, samples: int, size: int) -> None:
+        if len(self) and seq <= self.seq[-1]:
+            i = bisect_left(self.seq, seq, self.head)
+            if i < len(self.seq) and self.seq[i] == seq:
+                self.samples[i], self.size[i] = samples, size
+                return
+            for arr, v in ((self.seq, seq), (self.samples, samples), (self.size, size)):
+                arr.insert(i, v)
+            return
+        self.seq.append(seq)
+        self.samples.append(samples)
+        self.size.append(size)
+
+    def get(self, seq: int) -> tuple[int, int] | None:
+        i = self._pos(seq)
+        return None if i is None else (self.samples[i], self.size[i])
+
+    def pop(self, seq: int) -> tuple[int, int] | None:
+        i = self._pos(seq)
+        if i is None:
+            return None
+        found = (self.samples[i], self.size[i])
+        if i == self.head:
+            self.head += 1
+            if self.head > 4096 and self.head * 2 > len(self.seq):
+                for arr in (self.seq, self.samples, self.size):
+                    del arr[: self.head]
+                self.head = 0
+        else:
+            for arr in (self.seq, self.samples, self.size):
+                del arr[i]
+        return found
+
+    def first(self) -> int | None:
+        return self.seq[self.head] if len(self) else None
+
+    def last(self) -> int | None:
+        return self.seq[-1] if len(self) else None
 
 
 def sample_count(batch: dict[str, Any]) -> int:
@@ -88,7 +148,7 @@ class Spool:
         self.max_bytes = max_bytes
         self.compresslevel = compresslevel
         self._lock = threading.Lock()
-        self._batches: dict[int, Spooled] = {}
+        self._index = _Index()
         self._bytes = 0
         self._drops = DropReport()
         self.quarantined = 0
@@ -146,13 +206,13 @@ class Spool:
                 self._quarantine(path, problem)
                 continue
             size = path.stat().st_size
-            self._batches[seq] = Spooled(seq, samples, size, path)
+            self._index.add(seq, samples, size)
             self._bytes += size
-        if self._batches:
+        if len(self._index):
             log.info(
                 "spool %s holds %d unsent batch(es), %.1f MB: they go first",
                 self.dir,
-                len(self._batches),
+                len(self._index),
                 self._bytes / 1e6,
             )
 
@@ -187,11 +247,11 @@ class Spool:
         body = gzip.compress(orjson.dumps(batch), compresslevel=self.compresslevel, mtime=0)
         seq = int(batch["seq"])
         samples = sample_count(batch)
-        path = self.dir / f"batch-{seq:012d}-n{samples}.json.gz"
+        path = self._path(seq, samples)
         atomic_write(path, body)
         item = Spooled(seq, samples, len(body), path)
         with self._lock:
-            self._batches[seq] = item
+            self._index.add(seq, samples, len(body))
             self._bytes += len(body)
             self._enforce_bound(keep=seq)
         return item
@@ -205,9 +265,12 @@ class Spool:
             return seq
 
     def _enforce_bound(self, keep: int) -> None:
-        while self._bytes > self.max_bytes and len(self._batches) > 1:
-            oldest = min(s for s in self._batches if s != keep)
-            b = self._batches.pop(oldest)
+        while self._bytes > self.max_bytes and len(self._index) > 1:
+            oldest = self._index.first()
+            if oldest is None or oldest == keep:
+                break
+            b = self._item(oldest)
+            self._index.pop(oldest)
             self._bytes -= b.size
             b.path.unlink(missing_ok=True)
             self.dropped_total += 1
@@ -233,9 +296,22 @@ class Spool:
     # -- reading and acknowledging --------------------------------------------------------------------------
     def oldest(self) -> Spooled | None:
         with self._lock:
-            if not self._batches:
-                return None
-            return self._batches[min(self._batches)]
+            seq = self._index.first()
+            return None if seq is None else self._item(seq)
+
+    def newest(self) -> Spooled | None:
+        with self._lock:
+            seq = self._index.last()
+            return None if seq is None else self._item(seq)
+
+    def _item(self, seq: int) -> Spooled:
+        found = self._index.get(seq)
+        assert found is not None
+        samples, size = found
+        return Spooled(seq, samples, size, self._path(seq, samples))
+
+    def _path(self, seq: int, samples: int) -> Path:
+        return self.dir / f"batch-{seq:012d}-n{samples}.json.gz"
 
     def read(self, item: Spooled) -> bytes | None:
         try:
@@ -245,24 +321,25 @@ class Spool:
 
     def ack(self, seq: int) -> None:
         with self._lock:
-            b = self._batches.pop(seq, None)
-            if b is not None:
-                self._bytes -= b.size
-                b.path.unlink(missing_ok=True)
+            found = self._index.pop(seq)
+            if found is not None:
+                self._bytes -= found[1]
+                self._path(seq, found[0]).unlink(missing_ok=True)
 
     def rewrite(self, seq: int, batch: dict[str, Any]) -> None:
         """Replace a pending batch's content (same seq: the server stored nothing of it), atomically."""
         body = gzip.compress(orjson.dumps(batch), compresslevel=self.compresslevel, mtime=0)
         with self._lock:
-            old = self._batches.get(seq)
-            if old is None:
+            if self._index.get(seq) is None:
                 return
-            path = self.dir / f"batch-{seq:012d}-n{sample_count(batch)}.json.gz"
+            old = self._item(seq)
+            samples = sample_count(batch)
+            path = self._path(seq, samples)
             atomic_write(path, body)
             if path != old.path:
                 old.path.unlink(missing_ok=True)
             self._bytes += len(body) - old.size
-            self._batches[seq] = Spooled(seq, sample_count(batch), len(body), path)
+            self._index.add(seq, samples, len(body))
 
     def set_aside(self, seq: int, data: bytes) -> None:
         """Keep records the server refused next to the quarantined batches, for a human to look at."""
@@ -274,9 +351,10 @@ class Spool:
     def reject(self, seq: int, reason: str) -> None:
         """The server refused this batch for good: keep it aside for a human, never send it again."""
         with self._lock:
-            b = self._batches.pop(seq, None)
-            if b is None:
+            if self._index.get(seq) is None:
                 return
+            b = self._item(seq)
+            self._index.pop(seq)
             self._bytes -= b.size
         with contextlib.suppress(FileNotFoundError):
             self._quarantine(b.path, reason)
@@ -287,7 +365,7 @@ class Spool:
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._batches)
+            return len(self._index)
 
     def pending_bytes(self) -> int:
         with self._lock:

@@ -135,9 +135,11 @@ def test_resending_an_acknowledged_batch_is_stored_once(
     shipper.step()
     # as if the ack had been lost and the agent restarted: the same file is sent again
     item.path.write_bytes(body or b"")
-    spool._batches[item.seq] = item
-    shipper.step()
-    assert shipper.stats.duplicates == 1 and stored(srv.database_url, spool) == (1, 1)
+    spool.close()
+    restarted = Spool(tmp_path / "spool")
+    again = Shipper(restarted, srv.base_url, token)
+    assert restarted.pending() == 1 and again.step() == 0.0
+    assert again.stats.duplicates == 1 and stored(srv.database_url, restarted) == (1, 1)
 
 
 STUCK = "import time\ndef wait_for_peer_rank():\n    time.sleep(120)\nwait_for_peer_rank()"
@@ -163,7 +165,8 @@ def test_stack_requests_in_an_ack_come_back_as_a_stacks_event(tmp_path: Path) ->
         while time.time() < deadline and not events:
             agent.tick(time.time())
             agent.flush(time.time())
-            newest = spool._batches[max(spool._batches)]
+            newest = spool.newest()
+            assert newest is not None
             events = [
                 e
                 for e in orjson.loads(gzip.decompress(newest.path.read_bytes()))["events"]

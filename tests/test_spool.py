@@ -65,7 +65,8 @@ def test_bound_drops_the_oldest_and_the_agent_reports_it(tmp_path: Path) -> None
         AgentConfig(host="h1", deployment="d"), spool, Shipper(spool, "http://127.0.0.1:9", "t"), Sources()
     )
     agent.flush(1.0e9)
-    newest = spool._batches[max(spool._batches)]
+    newest = spool.newest()
+    assert newest is not None
     events = orjson.loads(gzip.decompress(newest.path.read_bytes()))["events"]
     dropped = [e for e in events if e["kind"] == "spool_dropped"]
     assert len(dropped) == 1 and dropped[0]["severity"] == "error"
@@ -128,3 +129,19 @@ def test_two_agents_cannot_share_a_spool(tmp_path: Path) -> None:
         Spool(tmp_path)
     first.close()
     Spool(tmp_path).close()
+
+
+def test_the_index_of_a_long_outage_is_small_and_ordered() -> None:
+    from agents.spool import _Index
+
+    idx = _Index()
+    for seq in range(200_000):  # ~4 days of 2 s batches
+        idx.add(seq, 40, 3000)
+    assert len(idx) == 200_000 and idx.seq.itemsize * 3 * len(idx.seq) <= 5_000_000
+    for seq in range(150_000):  # acked oldest first, as the shipper does
+        assert idx.first() == seq and idx.pop(seq) == (40, 3000)
+    assert len(idx) == 50_000 and len(idx.seq) < 200_000, "the acked head was compacted away"
+    assert idx.pop(10) is None and idx.get(199_999) == (40, 3000)
+    idx.add(199_999, 39, 2900)  # a rewrite keeps the position
+    assert idx.pop(175_000) == (40, 3000) and idx.get(175_000) is None and idx.last() == 199_999
+    assert idx.get(199_999) == (39, 2900) and idx.first() == 150_000
