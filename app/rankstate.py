@@ -186,6 +186,8 @@ class LaunchState:
     signals: list[tuple[str | None, Signal]] = field(default_factory=list)  # untagged failure lines
     stacks: list[tuple[str | None, Signal]] = field(default_factory=list)  # py-spy dumps received
     weights_warnings: list[Signal] = field(default_factory=list)
+    # the agent's latest check of the draft checkpoint (agents.preflight), for the low_acceptance diagnosis
+    draft_preflight: Signal | None = None
     dirty: set[str] = field(default_factory=set)  # ranks changed since the caller last persisted
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
@@ -352,6 +354,8 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         _serving_event(st, None, ev)
     elif k == "weights_warning":
         _remember(st.weights_warnings, _signal(ev), SIGNAL_HISTORY)
+    elif k == "draft_preflight":
+        st.draft_preflight = _signal(ev)  # a checkpoint report, not a failure line
     elif ev.severity in ("error", "critical") or k in ("watchdog_timeout", "traceback", "init_failed"):
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 

@@ -41,6 +41,14 @@ class Settings(BaseSettings):
     max_future_skew_s: float = Field(
         300.0, description="Samples further in the future than this are refused."
     )
+    clock_correct_above_s: float = Field(
+        2.0,
+        description="An agent clock further off than this (measured from its X-Specwatch-Sent-At header) has "
+        "its batch's timestamps shifted onto the server's clock.",
+    )
+    max_clock_skew_s: float = Field(
+        3600.0, description="An agent clock further off than this is refused with a message, not corrected."
+    )
     max_past_age_s: float = Field(
         30 * 86400.0,
         description="Samples older than this are refused (beyond raw retention they would be pruned).",

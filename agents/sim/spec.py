@@ -47,6 +47,8 @@ class ClusterSpec(BaseModel):
     tp: int = Field(8, ge=1, le=256)
     dp: int = Field(1, ge=1, le=64)
     dp_attention: bool = False
+    pp: int = Field(1, ge=1, le=64, description="pipeline stages: ranks are labelled 'PP1 TP0'")
+    ep: bool = Field(False, description="expert parallelism over the TP group: ranks are labelled 'TP3 EP3'")
     gpu: Literal["H200", "H100"] = "H200"
     log_layout: Literal["per-rank", "single"] = "per-rank"
     log_ms: bool = False
@@ -55,7 +57,7 @@ class ClusterSpec(BaseModel):
 
     @model_validator(mode="after")
     def _fits(self) -> ClusterSpec:
-        world = self.tp if self.dp_attention else self.tp * self.dp
+        world = (self.tp if self.dp_attention else self.tp * self.dp) * self.pp
         if world > len(self.hosts) * self.gpus_per_host:
             raise ValueError(
                 f"{world} ranks do not fit on {len(self.hosts)} host(s) x {self.gpus_per_host} GPUs"
