@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("specwatch.agent")
 
-SOURCES = ("gpu", "procs", "logs", "metrics", "ras", "stacks")
+SOURCES = ("gpu", "procs", "logs", "metrics", "ras", "stacks", "preflight")
 _NAME = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _DEPLOYMENT = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
 
@@ -168,6 +168,10 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         from agents.collectors.ras import RasProbe
 
         src.extra.append(RasProbe(args.ras))
+    if "preflight" in sources and "procs" not in simulated:  # a simulated launch names drafts not on disk
+        from agents.preflight.watch import DraftPreflight
+
+        src.preflight = DraftPreflight()
     if "stacks" in sources:
         if "procs" in simulated:  # the pids the server asks about are the simulator's
             from agents.collectors.stacks import SimStackDumper

@@ -81,6 +81,8 @@ class Sources:
     logs: LogSource | None = None
     logs_describe: str = "engine logs: none (--log not given)"
     stacks: StackDumper | SimStackDumper | None = None
+    # draft checkpoint checks of each new launch (agents.preflight.watch.DraftPreflight), off the sampling path
+    preflight: Any = None
     extra: list[EventSource] = field(default_factory=list)
     # called at the start of every tick (simulate mode appends the engine's log lines to real files here)
     before_tick: Callable[[float], None] | None = None
@@ -194,6 +196,11 @@ class Agent:
             procs = self._guard("process sample", src.processes.sample, now, pid_gpu_map(gpus)) or []
             self._procs += procs
             c.processes += len(procs)
+            if src.preflight is not None:
+                for p in procs:
+                    if p.cmdline:
+                        self._guard("draft preflight", src.preflight.observe, p.pid, p.create_time, p.cmdline)
+                self._events += self._guard("draft preflight", src.preflight.drain) or []
         self._gpus += gpus
         c.gpus += len(gpus)
         if metrics and src.metrics is not None:
@@ -294,7 +301,7 @@ class Agent:
         self.shipper.wake()
 
     def _close(self) -> None:
-        for thing in (self.src.gpus, self.src.stacks, self.src.logs, *self.src.extra):
+        for thing in (self.src.gpus, self.src.stacks, self.src.logs, self.src.preflight, *self.src.extra):
             close = getattr(thing, "close", None)
             if close is not None:
                 self._guard("close", close)

@@ -27,6 +27,7 @@ log = logging.getLogger("specwatch.agent.shipper")
 
 RETRYABLE = frozenset({408, 425, 429})
 _GROUPS = ("gpus", "processes", "events", "metrics")
+SENT_AT_HEADER = "X-Specwatch-Sent-At"  # the server's name for it (app/ingest.py); agents never import app
 AUTH = frozenset({401, 403})
 
 
@@ -68,6 +69,7 @@ class Shipper:
         self._rng = rng or random.Random()
         self._failures = 0
         self._salvaged: set[int] = set()
+        self._clock_offset: float | None = None
         self._down_since: float | None = None
         self._last_complaint = 0.0
         self._wake = threading.Event()
@@ -141,7 +143,10 @@ class Shipper:
         if body is None:
             return 0.0
         try:
-            resp = self._client.post("/api/v1/ingest", content=body)
+            # the send time (not the build time in the body) lets the server measure this host's clock offset
+            resp = self._client.post(
+                "/api/v1/ingest", content=body, headers={SENT_AT_HEADER: f"{time.time():.3f}"}
+            )
         except httpx.HTTPError as exc:
             return self._failed(f"{type(exc).__name__}: {exc or 'no answer'}")
         if resp.status_code == 200:
@@ -151,17 +156,21 @@ class Shipper:
             self.stats.acked += 1
             if ack.get("duplicate"):
                 self.stats.duplicates += 1
+            self._note_clock(ack.get("clock_offset_s"))
             if self.on_ack is not None:
                 self.on_ack(ack)
             return 0.0
+        reason = _reason(resp) if resp.status_code != 200 else ""
         if resp.status_code >= 500 or resp.status_code in RETRYABLE:
             retry_after = resp.headers.get("retry-after", "")
-            delay = self._failed(_reason(resp))
+            delay = self._failed(reason)
             return max(delay, float(retry_after)) if retry_after.isdigit() else delay
+        if resp.status_code == 422 and "the agent's clock is" in reason:
+            # the host's clock, not the batch: keep everything until NTP is fixed
+            return self._failed(f"{reason} — data is kept")
         if resp.status_code in AUTH:
-            return self._failed(f"{_reason(resp)} — check --token / SPECWATCH_TOKEN and --host; data is kept")
+            return self._failed(f"{reason} — check --token / SPECWATCH_TOKEN and --host; data is kept")
         # Anything else is about this batch: retrying cannot help, and it must not block the ones behind it.
-        reason = _reason(resp)
         if resp.status_code == 422 and self._salvage(item.seq, body, resp):
             return 0.0
         self.stats.rejected += 1
@@ -211,6 +220,18 @@ class Shipper:
             str(detail)[:300],
         )
         return True
+
+    def _note_clock(self, offset: Any) -> None:
+        if not isinstance(offset, int | float) or abs(offset) < 1.0:
+            return
+        if self._clock_offset is None or abs(offset - self._clock_offset) > 5.0:
+            log.warning(
+                "this host's clock is %.1f s %s the server's: the server corrects the timestamps, "
+                "but fix time sync (NTP) here",
+                abs(offset),
+                "behind" if offset > 0 else "ahead of",
+            )
+        self._clock_offset = float(offset)
 
     def _parse_ack(self, resp: httpx.Response) -> dict[str, Any]:
         try:

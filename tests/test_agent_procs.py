@@ -126,3 +126,35 @@ def test_cpu_percent_comes_from_cpu_time_deltas(spawn: Any) -> None:
     # a spinning process on a loaded 2-core machine still gets a good share; a sleeper gets almost none
     assert by[busy.pid].cpu_pct is not None and by[busy.pid].cpu_pct > 20
     assert by[idle.pid].cpu_pct is not None and by[idle.pid].cpu_pct < 5
+
+
+def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: Any) -> None:
+    from agents.main import Agent, AgentConfig, Sources
+    from agents.preflight.watch import DraftPreflight
+    from agents.shipper import Shipper
+    from agents.spool import Spool
+
+    draft = tmp_path / "eagle3-draft"
+    draft.mkdir()  # no config.json, no weights: a draft the engine would fail on
+    spawn(
+        "import time; time.sleep(120)",
+        "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5",
+        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
+    )  # fmt: skip
+    spool = Spool(tmp_path / "spool")
+    src = Sources(processes=PsutilProcesses(), preflight=DraftPreflight())
+    agent = Agent(
+        AgentConfig(host="h", deployment="d"), spool, Shipper(spool, "http://127.0.0.1:9", "t"), src
+    )
+    deadline = time.time() + 60
+    found: list[Any] = []
+    while time.time() < deadline and not found:
+        agent.tick(time.time())
+        found = [e for e in agent._events if e.kind == "draft_preflight"]
+        time.sleep(0.3)
+    assert len(found) == 1, "one check per launch"
+    assert found[0].fields["path"] == str(draft) and found[0].fields["errors"]
+    agent.tick(time.time())
+    assert len([e for e in agent._events if e.kind == "draft_preflight"]) == 1
+    src.preflight.close()
+    spool.close()

@@ -213,3 +213,31 @@ def test_one_bad_record_does_not_cost_the_batch(tmp_path: Path, srv: ServerProce
     assert tuple(row) == (1, 1)
     kept = orjson.loads(next((tmp_path / "spool" / QUARANTINE).glob("*refused-records*")).read_bytes())
     assert kept["refused"]["processes"][0]["pid"] == 11 and "cpu_time_s" in str(kept["detail"])
+
+
+def test_a_skewed_clock_is_corrected_or_held_never_quarantined(
+    tmp_path: Path,
+    srv: ServerProcess,
+    token: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import agents.shipper as shipper_module
+
+    real = time.time
+    spool = Spool(tmp_path / "spool")
+    shipper = Shipper(spool, srv.base_url, token)
+    # 40 s behind: the server shifts the timestamps and says so in the ack; the agent warns once
+    monkeypatch.setattr(shipper_module.time, "time", lambda: real() - 40)
+    spool.append(batch(spool, ts=real() - 40))
+    with caplog.at_level("WARNING", logger="specwatch.agent.shipper"):
+        assert shipper.step() == 0.0
+    assert "this host's clock is" in caplog.text and "behind" in caplog.text
+    # two hours ahead: refused as a clock problem; the batch stays in the spool, not in quarantine
+    monkeypatch.setattr(shipper_module.time, "time", lambda: real() + 7200)
+    spool.append(batch(spool))
+    delay = shipper.step()
+    assert delay is not None and delay > 0 and spool.pending() == 1
+    assert shipper.stats.rejected == 0 and not (tmp_path / "spool" / QUARANTINE).exists()
+    monkeypatch.setattr(shipper_module.time, "time", real)
+    assert shipper.step() == 0.0 and spool.pending() == 0
