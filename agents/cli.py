@@ -91,6 +91,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
 
     sources = _sources(args.sources)
     cluster: Any = None
+    sim_host = ""
     host = args.host
     deployment = args.deployment
     t0 = time.time()
@@ -127,7 +128,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         if "gpu" in simulated:
             from agents.collectors.nvml import SimGpus
 
-            src.gpus = SimGpus(cluster, host)
+            src.gpus = SimGpus(cluster, sim_host)
         else:
             from agents.collectors.nvml import NvmlGpus
 
@@ -136,14 +137,14 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         if "procs" in simulated:
             from agents.collectors.procs import SimProcesses
 
-            src.processes = SimProcesses(cluster, host)
+            src.processes = SimProcesses(cluster, sim_host)
         else:
             from agents.collectors.procs import PsutilProcesses
 
             src.processes = PsutilProcesses(args.proc_root)
     if "metrics" in sources:
         if "metrics" in simulated:
-            src.metrics = EngineMetrics(sim_fetcher(cluster, host), f"simulated ({host})")
+            src.metrics = EngineMetrics(sim_fetcher(cluster, sim_host), f"simulated ({sim_host})")
         elif args.engine_metrics:
             src.metrics = EngineMetrics(http_fetcher(args.engine_metrics), args.engine_metrics)
     log_paths = list(args.log or [])
@@ -151,7 +152,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         from agents.simulate import SimLogWriter
 
         log_dir = Path(args.sim_log_dir) if args.sim_log_dir else spool_dir / "sim-logs"
-        src.before_tick = SimLogWriter(cluster, host, log_dir, since=t0)
+        src.before_tick = SimLogWriter(cluster, sim_host, log_dir, since=t0)
         log_paths.append(str(log_dir / "*.log"))
     if "logs" in sources and log_paths:
         from agents.logsource import make_tailer
@@ -176,7 +177,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         if "procs" in simulated:  # the pids the server asks about are the simulator's
             from agents.collectors.stacks import SimStackDumper
 
-            src.stacks = SimStackDumper(cluster, host)
+            src.stacks = SimStackDumper(cluster, sim_host)
         else:
             src.stacks = StackDumper()
 

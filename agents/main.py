@@ -150,22 +150,31 @@ class Agent:
                 due_metrics = mono >= next_metrics
                 while next_metrics <= mono:
                     next_metrics += cfg.metrics_interval_s
+                t_tick = time.monotonic()
                 self.tick(time.time(), metrics=due_metrics)
                 if not self._announced:
                     self._announce(time.time())
-                if time.monotonic() >= next_batch:
+                t_flush = time.monotonic()
+                if t_flush >= next_batch:
                     self.flush(time.time())
                     while next_batch <= time.monotonic():
                         next_batch += cfg.batch_interval_s
+                done = time.monotonic()
                 k += 1
                 deadline = start + k * cfg.interval_s
-                late = time.monotonic() - deadline
+                late = done - deadline
                 if late > cfg.interval_s:
                     missed = int(late // cfg.interval_s)
                     self.counts.skipped_ticks += missed
                     k += missed
                     deadline = start + k * cfg.interval_s
-                    log.warning("sampling fell %d tick(s) behind (host busy?): skipped them", missed)
+                    log.warning(
+                        "sampling fell %d tick(s) behind: collecting took %.2f s, spooling %.2f s "
+                        "(host overloaded or slow disk?)",
+                        missed,
+                        t_flush - t_tick,
+                        done - t_flush,
+                    )
                 stop.wait(max(0.0, deadline - time.monotonic()))
         finally:
             self.flush(time.time())

@@ -36,6 +36,7 @@ _BATCH_RE = re.compile(r"^batch-(\d{12})-n(\d+)\.json\.gz$")
 STATE_FILE = "agent.json"
 QUARANTINE = "quarantine"
 DEFAULT_MAX_BYTES = 1 << 30
+SEQ_LEASE = 64
 
 
 @dataclass(slots=True)
@@ -161,6 +162,7 @@ class Spool:
             self._lockfile.close()
             raise SpoolBusy(f"another specwatch agent is using the spool {self.dir}") from exc
         self.agent_id, self._next_seq = self._load_state()
+        self._leased = self._next_seq  # sequence numbers below this are persisted as used
         self._scan()
 
     # -- identity -------------------------------------------------------------------------------------------
@@ -257,11 +259,15 @@ class Spool:
         return item
 
     def reserve(self) -> int:
-        """The next sequence number, persisted before use so that a restart never reuses it."""
+        """The next sequence number, persisted before use so that a restart never reuses it. Numbers are
+        leased in blocks (one state write per SEQ_LEASE batches, not one per batch); a restart skips the
+        rest of a block, which is harmless: the server needs them unique, not contiguous."""
         with self._lock:
             seq = self._next_seq
             self._next_seq += 1
-            self._save_state(self.agent_id, self._next_seq)
+            if self._next_seq > self._leased:
+                self._leased = seq + SEQ_LEASE
+                self._save_state(self.agent_id, self._leased)
             return seq
 
     def _enforce_bound(self, keep: int) -> None:

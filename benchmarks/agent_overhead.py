@@ -52,7 +52,9 @@ with open(path, "a") as f:
 """
 
 
-def measure(args: list[str], seconds: float, warmup: float, env: dict[str, str]) -> tuple[float, float, str]:
+def measure(
+    args: list[str], seconds: float, warmup: float, env: dict[str, str], profile: str | None = None
+) -> tuple[float, float, str]:
     """(CPU % of one core over the window, peak RSS MB, the agent's last log line)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "agent", *args],
@@ -68,7 +70,16 @@ def measure(args: list[str], seconds: float, warmup: float, env: dict[str, str])
         if proc.poll() is not None:
             raise SystemExit(f"agent exited early:\n{proc.stdout.read() if proc.stdout else ''}")
         c0, t0 = sum(p.cpu_times()[:2]), time.monotonic()
-        time.sleep(seconds)
+        if profile:  # where the agent's CPU goes: py-spy's flat profile of the window (it adds its own cost)
+            spy = subprocess.run(
+                [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(proc.pid), "--duration",
+                 str(int(seconds)), "--format", "raw", "--output", profile, "--rate", "50"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            if spy.returncode:
+                print(f"py-spy: {spy.stderr.strip()[-300:]}")
+        else:
+            time.sleep(seconds)
         c1, t1 = sum(p.cpu_times()[:2]), time.monotonic()
         peak_kb = next(
             int(line.split()[1])
@@ -87,6 +98,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--warmup", type=float, default=8.0)
     ap.add_argument("--lines-per-s", type=int, default=1000)
+    ap.add_argument("--profile", help="write a py-spy raw (collapsed stacks) profile of the full run here")
     opts = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="specwatch-bench-"))

@@ -75,12 +75,13 @@ def test_real_engine_processes_are_found_and_read(spawn: Any) -> None:
     tp1 = spawn(SLEEPER, "sglang::scheduler_DP0_TP1")
     detok = spawn(SLEEPER, "sglang::detokenizer")
     main = spawn("import time; time.sleep(120)", "-m", "sglang.launch_server", "--tp", "2")
-    spawn(SLEEPER, "some-other-daemon")
+    other = spawn(SLEEPER, "some-other-daemon")
     pids = {tp0.pid, tp1.pid, detok.pid, main.pid}
     gpu_pids = {tp0.pid: ["GPU-a"], tp1.pid: ["GPU-b"]}
 
     samples = wait_for(collector, lambda s: {p.pid for p in s} >= pids, gpu_pids)
-    assert {p.pid for p in samples} == pids, "only engine processes are reported"
+    # (other engine processes may run on this machine: only ours are looked at)
+    assert other.pid not in {p.pid for p in samples}, "only engine processes are reported"
     by_pid = {p.pid: p for p in samples}
     assert (by_pid[tp0.pid].rank, by_pid[tp0.pid].role) == ("TP0", "scheduler")
     assert by_pid[tp1.pid].rank == "DP0 TP1" and by_pid[tp1.pid].name == "sglang::scheduler_DP0_TP1"

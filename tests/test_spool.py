@@ -91,7 +91,7 @@ def test_corrupt_and_truncated_files_are_quarantined_and_the_spool_keeps_working
     reasons = " ".join(p.read_text() for p in q.glob("*.reason"))
     assert "EOFError" in reasons or "BadGzipFile" in reasons or "not an ingest batch" in reasons
     # sequence numbers never go back, even past quarantined files
-    assert again.reserve() == 9
+    assert again.reserve() >= 9
     again.append(_batch(again))
     assert again.pending() == 2
 
@@ -106,10 +106,12 @@ def test_restart_resumes_identity_and_sequence(tmp_path: Path) -> None:
     second = Spool(tmp_path)
     assert second.agent_id == agent_id
     assert second.pending() == 2 and second.oldest().seq == 1  # type: ignore[union-attr]
-    assert second.reserve() == 3, "no sequence number is reused"
+    resumed = second.reserve()
+    assert resumed >= 3, "no sequence number is reused (the rest of a leased block is skipped)"
+    assert [second.reserve() for _ in range(3)] == [resumed + 1, resumed + 2, resumed + 3]
     second.close()
 
-    # a crash between writing a batch and the state: the batch file wins
+    # the state is stale or lost but batch files remain: the newest file wins
     (tmp_path / "agent.json").write_bytes(orjson.dumps({"agent_id": agent_id, "next_seq": 1}))
     third = Spool(tmp_path)
     assert third.reserve() == 3
