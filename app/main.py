@@ -18,8 +18,9 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 
-from app import __version__, alerts, leader, promexport, retention, rollups, web
+from app import __version__, access, alerts, leader, promexport, retention, rollups, web
 from app.acceptance_api import router as acceptance_router
+from app.access import AccessControl
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
 from app.db import is_sqlite, make_engine, session_factory, transaction
@@ -166,4 +167,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(read_router)
     app.include_router(acceptance_router)
     web.install(app)
+    access.install(app, settings)
+    app.add_middleware(AccessControl, settings=settings, factory=app.state.sessions)
     return app

@@ -36,8 +36,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         expect = (
             ", ".join(f"{e.kind}({e.culprit})" if e.culprit else e.kind for e in sc.expected) or "healthy"
         )
-        print(f"{sc.name:<{width}}  {sc.engine:<6} {len(c.hosts)}x{c.gpus_per_host} {c.gpu}  "
-              f"{_clock(sc.duration_s):>6}  {expect}")  # fmt: skip
+        print(
+            f"{sc.name:<{width}}  {sc.engine:<6} {len(c.hosts)}x{c.gpus_per_host} {c.gpu}  "
+            f"{_clock(sc.duration_s):>6}  {expect}"
+        )
         print(f"{'':<{width}}  {sc.description}")
     return 0
 
@@ -46,9 +48,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     sc = _load(args.name, args.time_scale)
     c = sc.spec.cluster
     print(f"{sc.name}: {sc.description}")
-    print(f"deployment {sc.deployment} ({sc.engine}), {len(c.hosts)} host(s) x {c.gpus_per_host} {c.gpu}: "
-          f"{', '.join(sc.hosts)}; TP={c.tp}" + (f" DP={c.dp}" if c.dp > 1 else "")
-          + f"; time scale {sc.time_scale:g}")  # fmt: skip
+    print(
+        f"deployment {sc.deployment} ({sc.engine}), {len(c.hosts)} host(s) x {c.gpus_per_host} {c.gpu}: "
+        f"{', '.join(sc.hosts)}; TP={c.tp}"
+        + (f" DP={c.dp}" if c.dp > 1 else "")
+        + f"; time scale {sc.time_scale:g}"
+    )
     print("\nhealthy start-up (t0 + m:ss):")
     for step in sc.schedule.steps:
         print(f"  {_clock(step.start):>6} - {_clock(step.end):>6}  {step.name:<22} ({step.phase})")

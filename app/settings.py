@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import (
@@ -62,6 +62,21 @@ class Settings(BaseSettings):
     detect: DetectConfig = Field(
         default_factory=DetectConfig,
         description="Detection thresholds (docs/detection.md); e.g. SPECWATCH_DETECT__STALL_SERVING_S=30.",
+    )
+    auth: Literal["none", "token", "proxy"] = Field(
+        "none",
+        description="Access control of the dashboard and API: none (open; bind to localhost), token (user tokens "
+        "from `specwatch user add`, browser login), proxy (a reverse proxy passes the user in headers).",
+    )
+    proxy_user_header: str = Field("X-Forwarded-User", description="auth=proxy: header naming the user.")
+    proxy_groups_header: str = Field("X-Forwarded-Groups", description="auth=proxy: header listing groups.")
+    proxy_admin_group: str = Field(
+        "specwatch-admins", description="auth=proxy: the group given the admin role."
+    )
+    session_ttl_s: float = Field(12 * 3600.0, description="auth=token: how long a browser login lasts.")
+    cookie_secure: bool = Field(
+        False,
+        description="Mark session cookies Secure even when the server itself sees plain HTTP (behind TLS).",
     )
     background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
     alert_group_wait_s: float = Field(

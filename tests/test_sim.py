@@ -107,6 +107,14 @@ def test_healthy_gpus_look_like_an_h200_launch() -> None:
     assert len({g.uuid for g in serving}) == 8
 
 
+def test_h100_reports_like_an_h100() -> None:
+    sc = load_scenario("h100-healthy")
+    gpus = SimCluster(sc, T0).gpu_samples("gpu-a01", T0 + sc.ready_s + 60)
+    assert {g.name for g in gpus} == {"NVIDIA H100 80GB HBM3"}
+    assert {g.mem_total_bytes for g in gpus} == {81559 * 2**20}
+    assert all(60 * 2**30 < (g.mem_used_bytes or 0) < 80 * 2**30 for g in gpus)
+
+
 def test_startup_deadlock_culprit_stands_out() -> None:
     sc = load_scenario("startup-deadlock")
     (exp,) = sc.expected
@@ -228,6 +236,10 @@ def test_process_titles_are_sglangs() -> None:
         ('base = "healthy"\n[[faults]]\nkind = "hang"\nrank = "TP9"\nstep = "kv_alloc"\n', "faults.0.rank"),
         ('base = "healthy"\n[[faults]]\nkind = "hang"\nrank = "TP1"\n', "faults.0"),
         ('base = "nope"\n', "base"),
+        (
+            'base = "healthy"\n[cluster]\ngpu = "H100"\n',
+            "model.weights_gb: 77.9 GiB of weights per GPU leave no KV",
+        ),
         ('description = "x"\ndeployment = "d"\nduration_s = \n', "TOML"),
     ],
 )
@@ -339,6 +351,23 @@ def test_collective_spin_peers_spin_at_idle_power_culprit_idle() -> None:
             assert (g.util_gpu_pct or 0) >= 99 and 55 < (g.power_w or 0) < 75 and g.power_limit_w == 700
     last = max(ln.ts for ln in cluster.log_lines("gpu-a01", T0, T0 + sc.duration_s))
     assert last < T0 + exp.onset_s  # nothing moves in the logs after the hang
+
+
+def test_one_rank_stuck_loading_while_peers_finish() -> None:
+    sc = load_scenario("rank-stuck-loading")
+    (exp,) = sc.expected
+    cluster = SimCluster(sc, T0)
+    lines = cluster.log_lines("gpu-a01", T0, T0 + sc.duration_s)
+    ended = {ln.file for ln in lines if "Load weight end." in ln.text}
+    assert ended == {f"sglang-TP{i}.log" for i in range(8) if i != 6}
+    assert any("64/64" in ln.text for ln in lines)  # TP0's bar completes: the bar alone hides the straggler
+    now = T0 + sc.schedule.step("load_target").end + 60
+    mem = {g.index: g.mem_used_bytes or 0 for g in cluster.gpu_samples("gpu-a01", now)}
+    assert mem[6] < min(m for i, m in mem.items() if i != 6) - 5 * 2**30
+    procs = {p.rank: p for p in cluster.process_samples("gpu-a01", now) if p.rank}
+    later = {p.rank: p for p in cluster.process_samples("gpu-a01", now + 60) if p.rank}
+    assert procs["TP6"].state == "D" and later["TP6"].io_read_bytes == procs["TP6"].io_read_bytes
+    assert exp.culprit == "TP6" and exp.onset_s < now - T0
 
 
 def test_rank_crash_exit_code_then_gone_and_launcher_says_so() -> None:

@@ -12,8 +12,9 @@ from agents.sim.launcher import Launch, gpu_uuid
 from agents.sim.metrics import sglang_metrics
 from agents.sim.noise import unit
 from agents.sim.serving import decode_text, prefill_text
+from agents.sim.spec import GPU_TOTAL_GIB
 from agents.sim.stacks import py_spy_dump
-from agents.sim.startup import GIB, GPU_TOTAL_GIB
+from agents.sim.startup import GIB
 from agents.sim.timeline import INF, SimLogLine
 
 GPU_NAME = {"H200": "NVIDIA H200", "H100": "NVIDIA H100 80GB HBM3"}
