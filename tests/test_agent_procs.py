@@ -35,12 +35,19 @@ def spawn() -> Iterator[Any]:
 
 
 def wait_for(
-    collector: PsutilProcesses, pred: Any, gpu_pids: dict[int, list[str]] | None = None
+    collector: PsutilProcesses,
+    pred: Any,
+    gpu_pids: dict[int, list[str]] | None = None,
+    first: dict[int, Any] | None = None,
 ) -> list[Any]:
+    """Sample until ``pred(samples)``; ``first`` collects each pid's first report on the way."""
     deadline = time.time() + 30
     seen: list[Any] = []
     while time.time() < deadline:
         samples = collector.sample(time.time(), gpu_pids or {})
+        if first is not None:
+            for p in samples:
+                first.setdefault(p.pid, p)
         seen.append(samples)
         if pred(samples):
             return samples
@@ -79,7 +86,8 @@ def test_real_engine_processes_are_found_and_read(spawn: Any) -> None:
     pids = {tp0.pid, tp1.pid, detok.pid, main.pid}
     gpu_pids = {tp0.pid: ["GPU-a"], tp1.pid: ["GPU-b"]}
 
-    samples = wait_for(collector, lambda s: {p.pid for p in s} >= pids, gpu_pids)
+    first: dict[int, Any] = {}
+    samples = wait_for(collector, lambda s: {p.pid for p in s} >= pids, gpu_pids, first)
     # (other engine processes may run on this machine: only ours are looked at)
     assert other.pid not in {p.pid for p in samples}, "only engine processes are reported"
     by_pid = {p.pid: p for p in samples}
@@ -91,7 +99,7 @@ def test_real_engine_processes_are_found_and_read(spawn: Any) -> None:
     assert s.engine == "sglang" and s.state in ("S", "R")
     assert s.threads and s.threads >= 1 and s.rss_bytes and s.rss_bytes > 1_000_000
     assert s.cpu_time_s is not None and s.create_time > time.time() - 120
-    assert s.cmdline and "sglang::scheduler_TP0" in s.cmdline, "the command line rides the first report"
+    assert first[tp0.pid].cmdline and "sglang::scheduler_TP0" in first[tp0.pid].cmdline, "in the first report"
     again = {p.pid: p for p in collector.sample(time.time(), gpu_pids)}
     assert again[tp0.pid].cmdline is None, "and is not repeated every second"
 
@@ -121,12 +129,15 @@ def test_cpu_percent_comes_from_cpu_time_deltas(spawn: Any) -> None:
         by = {p.pid: p for p in samples}
         return busy.pid in by and idle.pid in by and by[busy.pid].cpu_pct is not None
 
-    wait_for(collector, measured)
+    before = {p.pid: p for p in wait_for(collector, measured)}
     time.sleep(1.0)
     by = {p.pid: p for p in collector.sample(time.time(), {})}
-    # a spinning process on a loaded 2-core machine still gets a good share; a sleeper gets almost none
-    assert by[busy.pid].cpu_pct is not None and by[busy.pid].cpu_pct > 20
-    assert by[idle.pid].cpu_pct is not None and by[idle.pid].cpu_pct < 5
+    b0, b1, i1 = before[busy.pid], by[busy.pid], by[idle.pid]
+    assert b0.cpu_time_s is not None and b1.cpu_time_s is not None and b1.cpu_pct is not None
+    # the share of a core over the interval, exactly as the CPU-time counter moved
+    assert b1.cpu_pct == pytest.approx((b1.cpu_time_s - b0.cpu_time_s) / (b1.ts - b0.ts) * 100, rel=1e-6)
+    # a spinner gets a clear share even on a loaded machine; a sleeper next to nothing
+    assert b1.cpu_pct > 5 and i1.cpu_pct is not None and i1.cpu_pct < 5 and b1.cpu_pct > 3 * i1.cpu_pct
 
 
 def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: Any) -> None:
