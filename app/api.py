@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
-from app import auth, models
+from app import auth, models, stack_requests
 from app.bodies import LimitedBodyRoute
 from app.ingest import BatchRejected, check_times, store_batch
 
@@ -61,11 +61,14 @@ def ingest(
         except BatchRejected as exc:
             raise HTTPException(422, str(exc)) from exc
         result = store_batch(session, batch, now)
+        pids = stack_requests.claim(session, result.host_id, now) if result.host_id is not None else []
     hooks = getattr(app_state, "after_ingest", [])
     for hook in hooks:
         hook(batch, result, now)
     app_state.ingest_stats.observe(batch, result, time.perf_counter() - t0)
-    return wire.IngestAck(seq=batch.seq, duplicate=result.duplicate, stored=result.stored, server_time=now)
+    return wire.IngestAck(
+        seq=batch.seq, duplicate=result.duplicate, stored=result.stored, server_time=now, stack_requests=pids
+    )
 
 
 @read_router.get("/hosts")

@@ -145,7 +145,10 @@ class RankState:
         return self.power_w / self.power_limit_w
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Everything but the phase history (stored as rank_phases rows)."""
+        out = asdict(self)
+        del out["phases"]
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RankState:
@@ -320,7 +323,7 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
 
 
 def _signal(ev: wire.Event) -> Signal:
-    return Signal(ev.ts, ev.kind, ev.message[:2000], dict(ev.fields))
+    return Signal(ev.ts, ev.kind, ev.message[:1000], dict(ev.fields))
 
 
 def _crashed_child(fleet: Fleet, st: LaunchState, host: str, ev: wire.Event) -> str | None:
@@ -567,7 +570,7 @@ def apply_metric(fleet: Fleet, launch: str, host: str, m: wire.MetricSample) -> 
 
 def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
     """Ranks whose process vanished from their host's newer listings without an exit record: gone."""
-    for key, st in fleet.launches.items():
+    for st in fleet.launches.values():
         for r in st.ranks.values():
             if r.phase in TERMINAL_PHASES or r.proc_seen_at is None:
                 continue
@@ -585,4 +588,57 @@ def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
                 )
                 set_phase(r, "crashed", r.proc_seen_at)
                 st.dirty.add(r.label)
-                fleet.launches[key] = st
+
+
+def launch_status(st: LaunchState) -> str:
+    """One word for the overview: the most urgent state any rank is in."""
+    phases = {r.phase for r in st.ranks.values()}
+    if not phases:
+        return "starting"
+    if "crashed" in phases:
+        return "crashed"
+    if "stalled" in phases:
+        return "stalled"
+    if phases == {"exited"}:
+        return "exited"
+    for phase, word in (
+        ("starting", "starting"),
+        ("dist_init", "starting"),
+        ("loading_weights", "loading"),
+        ("kv_alloc", "loading"),
+        ("cuda_graph_capture", "capturing"),
+        ("warmup", "capturing"),
+    ):
+        if phase in phases:
+            return word
+    return "serving" if "serving" in phases else "ready"
+
+
+_LAUNCH_FIELDS = (
+    "ready_at",
+    "speculative",
+    "draft_model_type",
+    "last_decode_at",
+    "running_req",
+    "queue_req",
+    "load_seen_at",
+    "gen_tokens_total",
+    "gen_tokens_rise_at",
+    "shard_progress_at",
+)
+
+
+def launch_to_json(st: LaunchState) -> dict[str, Any]:
+    """What the server keeps of a launch's own state (ranks are stored separately), plus an acceptance summary."""
+    out: dict[str, Any] = {k: getattr(st, k) for k in _LAUNCH_FIELDS}
+    out["accept"] = [[a.ts, a.accept_len, a.accept_rate, a.batch] for a in st.accept[-100:]]
+    recent = [a.accept_len for a in st.accept[-20:] if a.accept_len is not None]
+    out["accept_len_recent"] = round(sum(recent) / len(recent), 3) if recent else None
+    return out
+
+
+def launch_from_json(st: LaunchState, data: dict[str, Any]) -> None:
+    for k in _LAUNCH_FIELDS:
+        if k in data:
+            setattr(st, k, data[k])
+    st.accept = [AcceptReport(*a) for a in data.get("accept", [])]

@@ -401,4 +401,5 @@ def test_rank_state_round_trips_through_json() -> None:
     c.boot()
     r = c.fleet.launches["L1"].ranks["TP1"]
     again = RankState.from_json(r.to_json())
+    again.phases = r.phases  # kept as rank_phases rows, not in the JSON
     assert again == r and again.gpu_uuids == ["GPU-TP1"]
