@@ -50,7 +50,8 @@ def ingest(
     app_state = request.app.state
     now = time.time()
     t0 = time.perf_counter()
-    with app_state.sessions() as session, session.begin():
+    learnt = app_state.ingest_cache.overlay()
+    with app_state.write_lock, app_state.sessions() as session, session.begin():
         info = auth.verify_token(session, token)
         if info is None:
             raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
@@ -60,8 +61,9 @@ def ingest(
             check_times(batch, now, app_state.settings.max_future_skew_s, app_state.settings.max_past_age_s)
         except BatchRejected as exc:
             raise HTTPException(422, str(exc)) from exc
-        result = store_batch(session, batch, now)
+        result = store_batch(session, batch, now, learnt)
         pids = stack_requests.claim(session, result.host_id, now) if result.host_id is not None else []
+    app_state.ingest_cache.absorb(learnt)
     hooks = getattr(app_state, "after_ingest", [])
     for hook in hooks:
         hook(batch, result, now)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from collections import ChainMap
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, cast
 
-from sqlalchemy import insert, select, tuple_, update
+from sqlalchemy import Table, insert, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from agents import wire
@@ -48,27 +49,72 @@ def check_times(batch: wire.IngestBatch, now: float, max_future_s: float, max_pa
                 )
 
 
-def insert_ignore(session: Session, table: Any, rows: list[dict[str, Any]], keys: list[str]) -> None:
-    """INSERT ... ON CONFLICT DO NOTHING on either backend: concurrent ingest of a new host or series races."""
+def insert_ignore(session: Session, table: Any, rows: list[dict[str, Any]], keys: list[str]) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING on either backend (concurrent ingest of a new host or series races).
+    Returns how many rows were inserted."""
     if not rows:
-        return
+        return 0
     dialect = session.get_bind().dialect.name
     mod: Any = postgresql if dialect == "postgresql" else sqlite
-    session.execute(mod.insert(table).values(rows).on_conflict_do_nothing(index_elements=keys))
+    stmt = mod.insert(table).values(rows).on_conflict_do_nothing(index_elements=keys)
+    # RETURNING rather than rowcount: psycopg reports -1 for this statement
+    return len(session.execute(stmt.returning(table.c[keys[0]])).all())
 
 
 def labels_key(labels: dict[str, str]) -> str:
     return json.dumps(labels, sort_keys=True, separators=(",", ":"))
 
 
-def _host(session: Session, agent: wire.AgentInfo, now: float) -> int:
-    insert_ignore(
-        session,
-        models.Host.__table__,
-        [{"name": agent.host, "first_seen": now, "last_seen": now, "interval_s": agent.interval_s}],
-        ["name"],
-    )
-    host_id: int = session.execute(select(models.Host.id).where(models.Host.name == agent.host)).scalar_one()
+@dataclass
+class IngestCache:
+    """Ids of rows that are created once and never change identity (hosts, GPUs, processes, metric series),
+    plus the last metadata written, so a steady-state batch costs a handful of INSERTs instead of dozens of
+    look-ups. Safe with several servers: a miss falls back to insert-if-absent + select.
+
+    Ids learnt inside a transaction are only shared once it commits (``overlay`` / ``absorb``): another
+    request must never reference a row that may still roll back."""
+
+    hosts: MutableMapping[str, int] = field(default_factory=dict)
+    gpus: MutableMapping[str, int] = field(default_factory=dict)
+    gpu_meta: MutableMapping[int, tuple[Any, ...]] = field(default_factory=dict)
+    processes: MutableMapping[tuple[int, int, float], int] = field(default_factory=dict)
+    process_seen: MutableMapping[int, float] = field(default_factory=dict)
+    series: MutableMapping[tuple[int, str, str], int] = field(default_factory=dict)
+
+    def _maps(self) -> tuple[MutableMapping[Any, Any], ...]:
+        return (self.hosts, self.gpus, self.gpu_meta, self.processes, self.process_seen, self.series)
+
+    def overlay(self) -> IngestCache:
+        """A view for one transaction: reads fall through to this cache, writes stay local."""
+        return IngestCache(*(ChainMap({}, m) for m in self._maps()))
+
+    def absorb(self, overlay: IngestCache) -> None:
+        """Publish what a committed transaction learnt."""
+        for mine, theirs in zip(self._maps(), overlay._maps(), strict=True):
+            assert isinstance(theirs, ChainMap)
+            mine.update(theirs.maps[0])
+
+
+def _table(model: type[models.Base]) -> Table:
+    """The Core table of a model: executemany on it skips the ORM's per-row bookkeeping."""
+    return cast(Table, model.__table__)
+
+
+# how often a live process's last_seen is refreshed; exits are written at once
+PROCESS_SEEN_EVERY_S = 30.0
+
+
+def _host(session: Session, agent: wire.AgentInfo, now: float, cache: IngestCache) -> int:
+    host_id = cache.hosts.get(agent.host)
+    if host_id is None:
+        insert_ignore(
+            session,
+            models.Host.__table__,
+            [{"name": agent.host, "first_seen": now, "last_seen": now, "interval_s": agent.interval_s}],
+            ["name"],
+        )
+        host_id = session.execute(select(models.Host.id).where(models.Host.name == agent.host)).scalar_one()
+        cache.hosts[agent.host] = host_id
     session.execute(
         update(models.Host)
         .where(models.Host.id == host_id)
@@ -79,48 +125,57 @@ def _host(session: Session, agent: wire.AgentInfo, now: float) -> int:
     return host_id
 
 
-def _gpus(session: Session, host_id: int, samples: list[wire.GpuSample]) -> None:
+def _gpus(session: Session, host_id: int, samples: list[wire.GpuSample], cache: IngestCache) -> None:
     if not samples:
         return
     latest: dict[str, wire.GpuSample] = {}
     for s in samples:
         if s.uuid not in latest or s.ts >= latest[s.uuid].ts:
             latest[s.uuid] = s
-    insert_ignore(
-        session,
-        models.Gpu.__table__,
-        [
-            {
-                "host_id": host_id,
-                "uuid": s.uuid,
-                "index": s.index,
-                "name": s.name,
-                "mem_total_bytes": s.mem_total_bytes,
-                "power_limit_w": s.power_limit_w,
-                "last_seen": s.ts,
-            }
-            for s in latest.values()
-        ],
-        ["uuid"],
-    )
-    ids = dict(
-        session.execute(select(models.Gpu.uuid, models.Gpu.id).where(models.Gpu.uuid.in_(latest))).all()
-    )
-    for s in latest.values():
-        session.execute(
-            update(models.Gpu)
-            .where(models.Gpu.id == ids[s.uuid])
-            .values(
-                host_id=host_id,
-                index=s.index,
-                name=s.name,
-                mem_total_bytes=s.mem_total_bytes,
-                power_limit_w=s.power_limit_w,
-                last_seen=s.ts,
-            )
+    missing = [u for u in latest if u not in cache.gpus]
+    if missing:
+        insert_ignore(
+            session,
+            models.Gpu.__table__,
+            [
+                {
+                    "host_id": host_id,
+                    "uuid": u,
+                    "index": latest[u].index,
+                    "name": latest[u].name,
+                    "mem_total_bytes": latest[u].mem_total_bytes,
+                    "power_limit_w": latest[u].power_limit_w,
+                    "last_seen": latest[u].ts,
+                }
+                for u in missing
+            ],
+            ["uuid"],
         )
-    session.execute(
-        insert(models.GpuSample),
+        rows = session.execute(
+            select(models.Gpu.uuid, models.Gpu.id).where(models.Gpu.uuid.in_(missing))
+        ).all()
+        cache.gpus.update({r.uuid: r.id for r in rows})
+    ids = cache.gpus
+    for s in latest.values():
+        meta = (host_id, s.index, s.name, s.mem_total_bytes, s.power_limit_w)
+        gpu_id = ids[s.uuid]
+        if cache.gpu_meta.get(gpu_id) != meta:
+            session.execute(
+                update(models.Gpu)
+                .where(models.Gpu.id == gpu_id)
+                .values(
+                    host_id=host_id,
+                    index=s.index,
+                    name=s.name,
+                    mem_total_bytes=s.mem_total_bytes,
+                    power_limit_w=s.power_limit_w,
+                )
+            )
+            cache.gpu_meta[gpu_id] = meta
+    newest = max(s.ts for s in latest.values())
+    session.execute(update(models.Gpu).where(models.Gpu.host_id == host_id).values(last_seen=newest))
+    session.connection().execute(
+        insert(_table(models.GpuSample)),
         [
             {
                 "gpu_id": ids[s.uuid],
@@ -141,7 +196,11 @@ def _gpus(session: Session, host_id: int, samples: list[wire.GpuSample]) -> None
 
 
 def _processes(
-    session: Session, host_id: int, samples: list[wire.ProcessSample], launch_id: int | None
+    session: Session,
+    host_id: int,
+    samples: list[wire.ProcessSample],
+    launch_id: int | None,
+    cache: IngestCache,
 ) -> None:
     if not samples:
         return
@@ -150,40 +209,49 @@ def _processes(
         key = (s.pid, s.create_time)
         if key not in latest or s.ts >= latest[key].ts:
             latest[key] = s
-    insert_ignore(
-        session,
-        models.Process.__table__,
-        [
-            {
-                "host_id": host_id,
-                "pid": s.pid,
-                "create_time": s.create_time,
-                "name": s.name,
-                "role": s.role,
-                "engine": s.engine,
-                "rank_label": s.rank,
-                "launch_id": launch_id,
-                "cmdline": s.cmdline,
-                "last_seen": s.ts,
-            }
-            for s in latest.values()
-        ],
-        ["host_id", "pid", "create_time"],
-    )
+    missing = [k for k in latest if (host_id, *k) not in cache.processes]
     P = models.Process
-    rows = session.execute(
-        select(P.pid, P.create_time, P.id).where(
-            P.host_id == host_id, tuple_(P.pid, P.create_time).in_(list(latest))
+    if missing:
+        insert_ignore(
+            session,
+            P.__table__,
+            [
+                {
+                    "host_id": host_id,
+                    "pid": s.pid,
+                    "create_time": s.create_time,
+                    "name": s.name,
+                    "role": s.role,
+                    "engine": s.engine,
+                    "rank_label": s.rank,
+                    "launch_id": launch_id,
+                    "cmdline": s.cmdline,
+                    "last_seen": s.ts,
+                }
+                for k, s in latest.items()
+                if k in set(missing)
+            ],
+            ["host_id", "pid", "create_time"],
         )
-    ).all()
-    ids = {(r.pid, r.create_time): r.id for r in rows}
+        rows = session.execute(
+            select(P.pid, P.create_time, P.id).where(
+                P.host_id == host_id, tuple_(P.pid, P.create_time).in_(missing)
+            )
+        ).all()
+        for r in rows:
+            cache.processes[(host_id, r.pid, r.create_time)] = r.id
+    ids = {k: cache.processes[(host_id, *k)] for k in latest}
     for key, s in latest.items():
-        values: dict[str, Any] = {"last_seen": s.ts}
+        pid_id = ids[key]
         if s.state == "exited":
-            values.update(exited_at=s.ts, exit_code=s.exit_code)
-        session.execute(update(P).where(P.id == ids[key]).values(**values))
-    session.execute(
-        insert(models.ProcessSample),
+            session.execute(
+                update(P).where(P.id == pid_id).values(last_seen=s.ts, exited_at=s.ts, exit_code=s.exit_code)
+            )
+        elif s.ts - cache.process_seen.get(pid_id, 0.0) >= PROCESS_SEEN_EVERY_S:
+            session.execute(update(P).where(P.id == pid_id).values(last_seen=s.ts))
+            cache.process_seen[pid_id] = s.ts
+    session.connection().execute(
+        insert(_table(models.ProcessSample)),
         [
             {
                 "process_id": ids[(s.pid, s.create_time)],
@@ -203,8 +271,8 @@ def _processes(
 def _events(session: Session, host_id: int, events: list[wire.Event], launch_id: int | None) -> None:
     if not events:
         return
-    session.execute(
-        insert(models.Event),
+    session.connection().execute(
+        insert(_table(models.Event)),
         [
             {
                 "host_id": host_id,
@@ -222,28 +290,37 @@ def _events(session: Session, host_id: int, events: list[wire.Event], launch_id:
     )
 
 
-def _metrics(session: Session, host_id: int, samples: list[wire.MetricSample], launch_id: int | None) -> None:
+def _metrics(
+    session: Session,
+    host_id: int,
+    samples: list[wire.MetricSample],
+    launch_id: int | None,
+    cache: IngestCache,
+) -> None:
     if not samples:
         return
     keyed = {(m.name, labels_key(m.labels)): m.labels for m in samples}
-    insert_ignore(
-        session,
-        models.MetricSeries.__table__,
-        [{"host_id": host_id, "name": n, "labels_key": k, "labels": lab} for (n, k), lab in keyed.items()],
-        ["host_id", "name", "labels_key"],
-    )
+    missing = [k for k in keyed if (host_id, *k) not in cache.series]
     S = models.MetricSeries
-    rows = session.execute(
-        select(S.name, S.labels_key, S.id).where(
-            S.host_id == host_id, tuple_(S.name, S.labels_key).in_(list(keyed))
+    if missing:
+        insert_ignore(
+            session,
+            S.__table__,
+            [{"host_id": host_id, "name": n, "labels_key": k, "labels": keyed[(n, k)]} for n, k in missing],
+            ["host_id", "name", "labels_key"],
         )
-    ).all()
-    ids = {(r.name, r.labels_key): r.id for r in rows}
-    session.execute(
-        insert(models.MetricSample),
+        rows = session.execute(
+            select(S.name, S.labels_key, S.id).where(
+                S.host_id == host_id, tuple_(S.name, S.labels_key).in_(missing)
+            )
+        ).all()
+        for r in rows:
+            cache.series[(host_id, r.name, r.labels_key)] = r.id
+    session.connection().execute(
+        insert(_table(models.MetricSample)),
         [
             {
-                "series_id": ids[(m.name, labels_key(m.labels))],
+                "series_id": cache.series[(host_id, m.name, labels_key(m.labels))],
                 "launch_id": launch_id,
                 "ts": m.ts,
                 "value": m.value,
@@ -253,38 +330,41 @@ def _metrics(session: Session, host_id: int, samples: list[wire.MetricSample], l
     )
 
 
-def store_batch(session: Session, batch: wire.IngestBatch, now: float) -> IngestResult:
-    """Store the batch inside the caller's transaction. A duplicate changes nothing and is reported as such."""
-    seen = session.execute(
-        select(models.IngestedBatch.id).where(
-            models.IngestedBatch.agent_id == batch.agent.agent_id, models.IngestedBatch.seq == batch.seq
-        )
-    ).first()
-    if seen is not None:
-        return IngestResult(duplicate=True, stored={})
-    host_id = _host(session, batch.agent, now)
-    try:
-        with session.begin_nested():
-            session.add(
-                models.IngestedBatch(
-                    agent_id=batch.agent.agent_id,
-                    seq=batch.seq,
-                    host_id=host_id,
-                    received_at=now,
-                    n_gpus=len(batch.gpus),
-                    n_processes=len(batch.processes),
-                    n_events=len(batch.events),
-                    n_metrics=len(batch.metrics),
-                )
-            )
-    except IntegrityError:
-        # the same batch, re-sent while the first copy was still being stored by another request
-        return IngestResult(duplicate=True, stored={})
+def store_batch(
+    session: Session, batch: wire.IngestBatch, now: float, cache: IngestCache | None = None
+) -> IngestResult:
+    """Store the batch inside the caller's transaction. A duplicate changes nothing and is reported as such.
+
+    ``cache`` should be an ``IngestCache.overlay()`` that the caller absorbs into the shared cache after
+    the transaction commits."""
+    cache = cache if cache is not None else IngestCache().overlay()
+    host_id = _host(session, batch.agent, now, cache)
+    # The idempotency key goes in first: a concurrent copy of the same batch waits on it and then finds
+    # the conflict, so exactly one copy stores its rows.
+    claimed = insert_ignore(
+        session,
+        models.IngestedBatch.__table__,
+        [
+            {
+                "agent_id": batch.agent.agent_id,
+                "seq": batch.seq,
+                "host_id": host_id,
+                "received_at": now,
+                "n_gpus": len(batch.gpus),
+                "n_processes": len(batch.processes),
+                "n_events": len(batch.events),
+                "n_metrics": len(batch.metrics),
+            }
+        ],
+        ["agent_id", "seq"],
+    )
+    if not claimed:
+        return IngestResult(duplicate=True, stored={}, host_id=host_id)
     launch_id = launches.assign(session, host_id, batch, now)
-    _gpus(session, host_id, batch.gpus)
-    _processes(session, host_id, batch.processes, launch_id)
+    _gpus(session, host_id, batch.gpus, cache)
+    _processes(session, host_id, batch.processes, launch_id, cache)
     _events(session, host_id, batch.events, launch_id)
-    _metrics(session, host_id, batch.metrics, launch_id)
+    _metrics(session, host_id, batch.metrics, launch_id, cache)
     stored = {
         "gpus": len(batch.gpus),
         "processes": len(batch.processes),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,8 +21,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from app import __version__, leader, retention
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
-from app.db import make_engine, session_factory, transaction
+from app.db import is_sqlite, make_engine, session_factory, transaction
 from app.detector_job import DetectorService
+from app.ingest import IngestCache
 from app.settings import Settings
 
 log = logging.getLogger("specwatch")
@@ -71,6 +74,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.sessions = session_factory(engine)
     app.state.ingest_stats = IngestStats()
+    app.state.ingest_cache = IngestCache()
+    # SQLite has one writer at a time: queueing writers here is fairer and cheaper than its busy-retry sleeps
+    app.state.write_lock = threading.Lock() if is_sqlite(url) else contextlib.nullcontext()
     app.state.after_ingest = []
 
     def prune_job(now: float) -> None:

@@ -1,0 +1,68 @@
+"""Wall-clock fields of a log line -> Unix epoch seconds, in the log's own time zone.
+
+Engines print local time without an offset, so the zone is configuration. Converting through ``datetime`` for
+every line would dominate the parser's cost; one conversion per (date, hour) is cached and the minutes and
+seconds are added as plain arithmetic (DST transitions happen on hour boundaries, so this stays exact).
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, tzinfo
+
+_HALF_DAY_S = 43_200.0
+_HALF_YEAR_S = 183 * 86_400.0
+
+
+class LocalClock:
+    def __init__(self, tz: tzinfo) -> None:
+        self.tz = tz
+        self._hours: dict[tuple[int, int, int, int], float] = {}
+
+    def epoch(self, y: int, mo: int, d: int, h: int, mi: int, s: int, frac: float = 0.0) -> float | None:
+        """Epoch seconds of a local wall-clock time, or None when the fields are not a real date."""
+        key = (y, mo, d, h)
+        base = self._hours.get(key)
+        if base is None:
+            try:
+                base = datetime(y, mo, d, h, tzinfo=self.tz).timestamp()
+            except (ValueError, OverflowError):
+                return None
+            if len(self._hours) > 4096:
+                self._hours.clear()
+            self._hours[key] = base
+        if mi > 59 or s > 60:
+            return None
+        ts = base + mi * 60 + s + frac
+        return ts if ts >= 0 else None
+
+    def local_date(self, ts: float) -> date:
+        return datetime.fromtimestamp(ts, self.tz).date()
+
+    def time_only(
+        self, h: int, mi: int, s: int, frac: float, last_ts: float | None, base: date | None
+    ) -> float | None:
+        """A time-of-day without a date: take the date of the last dated line (or ``base``), rolling over
+        midnight when the clock jumps back by more than half a day."""
+        day = self.local_date(last_ts) if last_ts is not None else base
+        if day is None:
+            day = date(1970, 1, 2)  # honest "unknown date": still a valid, non-negative timestamp
+        ts = self.epoch(day.year, day.month, day.day, h, mi, s, frac)
+        if ts is not None and last_ts is not None and ts < last_ts - _HALF_DAY_S:
+            nxt = day + timedelta(days=1)
+            ts = self.epoch(nxt.year, nxt.month, nxt.day, h, mi, s, frac)
+        return ts
+
+    def no_year(
+        self, mo: int, d: int, h: int, mi: int, s: int, frac: float, last_ts: float | None, base: date | None
+    ) -> float | None:
+        """A month-day time without a year (vLLM, glog): the year of the last line, rolling over New Year."""
+        if last_ts is not None:
+            year = self.local_date(last_ts).year
+        elif base is not None:
+            year = base.year
+        else:
+            year = 1970
+        ts = self.epoch(year, mo, d, h, mi, s, frac)
+        if ts is not None and last_ts is not None and ts < last_ts - _HALF_YEAR_S:
+            ts = self.epoch(year + 1, mo, d, h, mi, s, frac)
+        return ts

@@ -1,0 +1,110 @@
+"""PyTorch ProcessGroupNCCL messages (after the glog prefix) and NCCL's own ``NCCL INFO/WARN`` lines."""
+
+from __future__ import annotations
+
+import re
+
+from .values import Fields
+
+Match = tuple[str, str, Fields]
+
+# [PG ID 0 PG GUID 0(default_pg) Rank 6]  |  torch <= 2.3: [PG 0 Rank 6]  |  older still: [Rank 6]
+_PG = re.compile(r"\[(?:PG (?:ID )?(\d+) (?:PG GUID (\S+?) )?)?Rank (\d+)\] ?")
+_WORK = re.compile(
+    r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(-?\d+), NumelOut=(-?\d+))?"
+    r"(?:, Timeout\(ms\)=(\d+))?\)(?: ran for (\d+) milliseconds)?"
+)
+_STUCK = re.compile(r"got stuck for (\d+) seconds")
+_ENQ = re.compile(r"last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)")
+_AT_WORK = re.compile(r"(?:at work|NCCL work): (\d+), last enqueued")
+_FROM_RANK = re.compile(r"from rank (\d+)")
+_INIT_DONE = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+).*Init COMPLETE")
+
+
+def pg_fields(msg: str, fields: Fields) -> None:
+    m = _PG.search(msg, 0, 200)
+    if m:
+        if m.group(1):
+            fields["pg_id"] = int(m.group(1))
+        if m.group(2):
+            guid, _, name = m.group(2).partition("(")
+            fields["pg_guid"] = guid[:64]
+            if name:
+                fields["pg_name"] = name.rstrip(")")[:128]
+        fields["pg_rank"] = int(m.group(3))
+
+
+def torch_message(msg: str, level: str) -> Match:
+    """Always classifies: an unknown PyTorch line is still a ``raw`` line at the glog level's severity."""
+    fields: Fields = {}
+    pg_fields(msg, fields)
+    if "Watchdog caught collective operation timeout" in msg:
+        _work(msg, fields)
+        return "nccl_timeout", "error", fields
+    if "Heartbeat monitor timed out" in msg:
+        return "nccl_heartbeat", "critical", fields
+    if "got stuck for" in msg:
+        m = _STUCK.search(msg)
+        if m:
+            fields["stuck_s"] = int(m.group(1))
+        return "nccl_heartbeat", "critical", fields
+    if "last enqueued NCCL work" in msg:
+        m = _ENQ.search(msg)
+        behind = False
+        if m:
+            fields["enqueued"] = int(m.group(1))
+            fields["completed"] = int(m.group(2))
+            behind = m.group(1) != m.group(2)
+        at = _AT_WORK.search(msg)
+        if at:
+            fields["failed_work"] = int(at.group(1))
+        # the periodic report is routine; the same counters inside a failure report are the failure
+        severity = ("warning" if behind else "info") if "periodically" in msg else "error"
+        return "nccl_work_update", severity, fields
+    if "dump signal" in msg:
+        m = _FROM_RANK.search(msg)
+        if m:
+            fields["from_rank"] = int(m.group(1))
+        return "nccl_dump", "error", fields
+    if "Terminating the process after attempting to dump debug info" in msg:
+        return "nccl_dump", "critical", fields
+    if "WorkNCCL(" in msg:
+        _work(msg, fields)
+    return "raw", _GLOG_SEVERITY.get(level, "info"), fields
+
+
+def _work(msg: str, fields: Fields) -> None:
+    m = _WORK.search(msg)
+    if not m:
+        return
+    fields["seq"] = int(m.group(1))
+    fields["op_type"] = m.group(2)[:64]
+    if m.group(3) is not None:
+        fields["numel_in"] = int(m.group(3))
+        fields["numel_out"] = int(m.group(4))
+    if m.group(5) is not None:
+        fields["timeout_ms"] = int(m.group(5))
+    if m.group(6) is not None:
+        fields["ran_ms"] = int(m.group(6))
+
+
+_GLOG_SEVERITY = {"I": "info", "W": "warning", "E": "error", "F": "critical"}
+
+
+def glog_severity(level: str) -> str:
+    return _GLOG_SEVERITY.get(level, "info")
+
+
+def nccl_message(level: str, msg: str, fields: Fields) -> Match:
+    """NCCL's own debug output (``NCCL_DEBUG=INFO``): noise, except communicator completion and warnings."""
+    if "Init COMPLETE" in msg:
+        m = _INIT_DONE.search(msg)
+        if m:
+            fields["nccl_rank"] = int(m.group(1))
+            fields["nranks"] = int(m.group(2))
+        return "nccl_log", "info", fields
+    if level == "WARN":
+        return "nccl_log", "warning", fields
+    if level == "ERROR":
+        return "nccl_log", "error", fields
+    return "nccl_log", "debug", fields

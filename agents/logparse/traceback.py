@@ -1,0 +1,89 @@
+"""Assembling a Python traceback, printed over many lines, into one event."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .values import Fields
+
+MESSAGE_LIMIT = 8192
+_MAX_LINES = 400
+_MAX_TAIL = 10  # unprefixed lines after the exception line: a multi-line exception message
+_MAX_INTERLEAVED = 50  # other (prefixed) lines while the frames are still coming
+_EXC = re.compile(r"([A-Za-z_][\w.]{0,200})(?::|$)")
+_CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
+START = "Traceback (most recent call last):"
+
+
+def cut_message(text: str) -> str:
+    """Keep the head and the tail of an over-long message: both ends of a traceback matter."""
+    if len(text) <= MESSAGE_LIMIT:
+        return text
+    marker = f"\n... {len(text) - MESSAGE_LIMIT + 64} characters cut ...\n"
+    head = 2048
+    return text[:head] + marker + text[-(MESSAGE_LIMIT - head - len(marker)) :]
+
+
+@dataclass(slots=True)
+class Traceback:
+    ts: float
+    rank: str | None
+    lines: list[str] = field(default_factory=list)
+    chars: int = 0
+    phase: str = "frames"  # frames -> exc (exception line seen) ; chain = between chained tracebacks
+    exc_line: str | None = None
+    tail: int = 0
+    interleaved: int = 0
+
+    def add(self, line: str) -> None:
+        if len(self.lines) < _MAX_LINES and self.chars < 4 * MESSAGE_LIMIT:
+            self.lines.append(line)
+            self.chars += len(line) + 1
+
+    def offer(self, s: str, structured: bool) -> bool | None:
+        """Offer the next line. True: it belongs here. False: it does not, and the traceback is complete.
+        None: it does not belong here, but the traceback is still open (a line from another process)."""
+        if not s or s.isspace():
+            self.add("")
+            return True
+        if s[0] in " \t":
+            self.add(s)
+            if self.phase == "chain":
+                self.phase = "frames"
+            return True
+        if s.startswith(START):
+            self.add(s)
+            self.phase = "frames"
+            return True
+        if s.startswith(_CHAIN):
+            self.add(s)
+            self.phase = "chain"
+            return True
+        if structured:
+            if self.phase == "frames" and self.interleaved < _MAX_INTERLEAVED:
+                self.interleaved += 1
+                return None
+            return False
+        if self.phase == "frames":
+            self.add(s)
+            self.exc_line = s
+            self.phase = "exc"
+            return True
+        if self.phase == "exc" and self.tail < _MAX_TAIL:
+            self.add(s)
+            self.tail += 1
+            return True
+        return False
+
+    def fields(self) -> Fields:
+        out: Fields = {}
+        if self.exc_line:
+            m = _EXC.match(self.exc_line)
+            if m:
+                out["exc_type"] = m.group(1)[:128]
+            out["exc_message"] = self.exc_line[:512]
+        return out
+
+    def message(self) -> str:
+        return cut_message("\n".join(self.lines).rstrip("\n"))

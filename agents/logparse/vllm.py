@@ -1,0 +1,77 @@
+"""vLLM messages: speculative-decoding metrics, the periodic engine stats line, load and capture times."""
+
+from __future__ import annotations
+
+import re
+
+from .values import Fields, number
+
+Match = tuple[str, str, Fields]
+
+_MEAN_LEN = re.compile(r"Mean acceptance length: ([\d.]+)")
+_ACCEPTED = re.compile(r"Accepted: (\d+) tokens")
+_DRAFTED = re.compile(r"Drafted: (\d+) tokens")
+_AVG_RATE = re.compile(r"Avg Draft acceptance rate: ([\d.]+)%")
+_PER_POS = re.compile(r"Per-position acceptance rate: ([\d., ]+)")
+# vLLM v0: "Speculative metrics: Draft acceptance rate: 0.651, System efficiency: 0.432, ..."
+_V0_RATE = re.compile(r"Draft acceptance rate: ([\d.]+)")
+_V0_ACCEPTED = re.compile(r"Number of accepted tokens: (\d+)")
+_V0_DRAFTED = re.compile(r"Number of draft tokens: (\d+)")
+
+_PROMPT_TP = re.compile(r"Avg prompt throughput: ([\d.]+)")
+_GEN_TP = re.compile(r"Avg generation throughput: ([\d.]+)")
+_RUNNING = re.compile(r"Running: (\d+) reqs")
+_WAITING = re.compile(r"(?:Waiting|Pending): (\d+) reqs")
+_KV_USAGE = re.compile(r"GPU KV cache usage: ([\d.]+)%")
+_PREFIX_HIT = re.compile(r"Prefix cache hit rate: ([\d.]+)%")
+_MODEL_LOADING = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds")
+_GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took ([\d.-]+) GiB)?")
+
+
+def _num(pattern: re.Pattern[str], msg: str, fields: Fields, key: str, scale: float = 1.0) -> None:
+    m = pattern.search(msg)
+    if m:
+        n = number(m.group(1))
+        if n is not None:
+            fields[key] = round(n * scale, 6) if scale != 1.0 else n
+
+
+def vllm_message(msg: str) -> Match | None:
+    if "SpecDecoding metrics" in msg:
+        fields: Fields = {}
+        _num(_MEAN_LEN, msg, fields, "accept_len")
+        _num(_AVG_RATE, msg, fields, "accept_rate", 0.01)
+        _num(_ACCEPTED, msg, fields, "accepted")
+        _num(_DRAFTED, msg, fields, "drafted")
+        m = _PER_POS.search(msg)
+        if m:
+            rates = [p.strip() for p in m.group(1).split(",")]
+            fields["per_pos"] = ",".join(r for r in rates if number(r) is not None)[:512]
+        return "spec_metrics", "info", fields
+    if msg.startswith("Speculative metrics"):
+        fields = {}
+        _num(_V0_RATE, msg, fields, "accept_rate")
+        _num(_V0_ACCEPTED, msg, fields, "accepted")
+        _num(_V0_DRAFTED, msg, fields, "drafted")
+        return "spec_metrics", "info", fields
+    if "Avg generation throughput" in msg:
+        fields = {"engine": "vllm"}
+        _num(_RUNNING, msg, fields, "running_req")
+        _num(_WAITING, msg, fields, "queue_req")
+        _num(_GEN_TP, msg, fields, "gen_throughput")
+        _num(_PROMPT_TP, msg, fields, "prompt_throughput")
+        _num(_KV_USAGE, msg, fields, "token_usage", 0.01)
+        _num(_PREFIX_HIT, msg, fields, "cache_hit_rate", 0.01)
+        return "decode_batch", "info", fields
+    if msg.startswith("Model loading took"):
+        m = _MODEL_LOADING.match(msg)
+        fields = {"draft": False}
+        if m:
+            fields["mem_usage_gb"] = float(m.group(1))
+            fields["elapsed_s"] = float(m.group(2))
+        return "load_end", "info", fields
+    if msg.startswith("Graph capturing finished"):
+        fields = {"target": "target"}
+        _num(_GRAPH_DONE, msg, fields, "elapsed_s")
+        return "capture_end", "info", fields
+    return None

@@ -1,0 +1,762 @@
+"""The engine-log parser over every line shape in ENGINE-FORMATS.md: kind, rank, timestamp and numbers."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agents.logparse import LogParser, parse_lines
+from agents.wire import Event
+
+
+def utc(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+def one(line: str, **kw: Any) -> Event:
+    events = parse_lines([line], **kw)
+    assert len(events) == 1, events
+    return events[0]
+
+
+def check(ev: Event, kind: str, rank: str | None, ts: str | None, **fields: Any) -> None:
+    assert ev.kind == kind, ev
+    assert ev.rank == rank, ev
+    if ts is not None:
+        assert ev.ts == pytest.approx(utc(ts)), ev
+    for k, v in fields.items():
+        assert ev.fields.get(k) == (pytest.approx(v) if isinstance(v, float) else v), (k, ev.fields)
+
+
+# (line, kind, rank, ts, fields)
+SGLANG_LINES: list[tuple[str, str, str | None, str | None, dict[str, Any]]] = [
+    (
+        "[2025-02-07 01:19:40 TP0] Init torch distributed begin.",
+        "dist_init_begin",
+        "TP0",
+        "2025-02-07 01:19:40",
+        {},
+    ),
+    (
+        "[2025-06-26 09:47:18 DP0 TP0] Init torch distributed ends. elapsed=2.91 s, mem usage=0.62 GB",
+        "dist_init_end",
+        "DP0 TP0",
+        "2025-06-26 09:47:18",
+        {"elapsed_s": 2.91, "mem_usage_gb": 0.62},
+    ),
+    (
+        "[2025-06-26 09:47:18.250 DP15 TP15] Load weight begin. avail mem=137.20 GB",
+        "load_begin",
+        "DP15 TP15",
+        "2025-06-26 09:47:18.250",
+        {"avail_mem_gb": 137.2},
+    ),
+    (
+        "[2025-06-26 09:49:22 PP1 TP0] Load weight end. elapsed=124.33 s, type=DeepseekV3ForCausalLM, "
+        "avail mem=61.20 GB, mem usage=76.00 GB.",
+        "load_end",
+        "PP1 TP0",
+        "2025-06-26 09:49:22",
+        {
+            "elapsed_s": 124.33,
+            "model_type": "DeepseekV3ForCausalLM",
+            "draft": False,
+            "avail_mem_gb": 61.2,
+            "mem_usage_gb": 76.0,
+        },
+    ),
+    (
+        "[2025-06-26 09:49:30 TP0 EP0] Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, "
+        "avail mem=60.10 GB, mem usage=1.10 GB.",
+        "load_end",
+        "TP0 EP0",
+        None,
+        {
+            "model_type": "LlamaForCausalLMEagle3",
+            "draft": True,
+            "dtype": "torch.bfloat16",
+            "mem_usage_gb": 1.1,
+        },
+    ),
+    (
+        "[2025-06-26 09:49:31 TP3] Load weight end. type=DeepseekV3ForCausalLMNextN, avail mem=59.00 GB, mem usage=3.00 GB.",
+        "load_end",
+        "TP3",
+        None,
+        {"draft": True},
+    ),
+    (
+        "[2025-06-26 09:50:00 TP1] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1234567, K size: 37.67 GB, V size: 37.67 GB",
+        "kv_alloc",
+        "TP1",
+        None,
+        {"tokens": 1234567, "k_size_gb": 37.67, "v_size_gb": 37.67, "dtype": "torch.bfloat16"},
+    ),
+    (
+        "[2025-06-26 09:50:00 TP1] KV Cache is allocated. #tokens: 654321, KV size: 20.50 GB",
+        "kv_alloc",
+        "TP1",
+        None,
+        {"tokens": 654321, "kv_size_gb": 20.5},
+    ),
+    (
+        "[2025-06-26 09:50:01 TP2] Memory pool end. avail mem=3.10 GB",
+        "mem_pool_end",
+        "TP2",
+        None,
+        {"avail_mem_gb": 3.1},
+    ),
+    (
+        "[2025-06-26 09:50:02 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=3.00 GB",
+        "capture_begin",
+        "TP0",
+        None,
+        {"target": "target", "avail_mem_gb": 3.0},
+    ),
+    (
+        "[2025-06-26 09:50:50 TP0] Capture cuda graph end. Time elapsed: 48.20 s. mem usage=1.20 GB. avail mem=1.80 GB.",
+        "capture_end",
+        "TP0",
+        None,
+        {"target": "target", "elapsed_s": 48.2, "mem_usage_gb": 1.2, "avail_mem_gb": 1.8},
+    ),
+    (
+        "[2025-06-26 09:50:51 TP0] Capture draft cuda graph begin. This can take up to several minutes. avail mem=1.70 GB",
+        "capture_begin",
+        "TP0",
+        None,
+        {"target": "draft", "avail_mem_gb": 1.7},
+    ),
+    (
+        "[2025-06-26 09:51:10 TP0] Capture draft extend cuda graph begin. This can take up to several minutes. avail mem=1.50 GB",
+        "capture_begin",
+        "TP0",
+        None,
+        {"target": "draft_extend"},
+    ),
+    (
+        "[2026-03-01 10:00:00 TP4] Capture target decode CUDA graph begin. backend=flashinfer, bs=[1, 2, 4, 8], avail mem=5.25 GB",
+        "capture_begin",
+        "TP4",
+        None,
+        {"target": "target", "stage": "decode", "avail_mem_gb": 5.25},
+    ),
+    (
+        "[2026-03-01 10:00:40 TP4] Capture target decode CUDA graph end. elapsed=40.12 s, mem usage=0.80 GB, avail mem=4.45 GB",
+        "capture_end",
+        "TP4",
+        None,
+        {"target": "target", "elapsed_s": 40.12, "mem_usage_gb": 0.8, "avail_mem_gb": 4.45},
+    ),
+    (
+        "[2025-06-26 09:51:30 TP0] max_total_num_tokens=1234567, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=4096, context_len=163840, available_gpu_mem=1.35 GB",
+        "server_args",
+        "TP0",
+        None,
+        {
+            "max_total_num_tokens": 1234567,
+            "max_running_requests": 4096,
+            "context_len": 163840,
+            "chunked_prefill_size": 8192,
+            "available_gpu_mem_gb": 1.35,
+        },
+    ),
+    (
+        "[2026-02-23 15:46:19] The server is fired up and ready to roll!",
+        "server_ready",
+        None,
+        "2026-02-23 15:46:19",
+        {},
+    ),
+    (
+        "[2025-02-07 01:19:40 TP0] Decode batch, #running-req: 32, #token: 51234, token usage: 0.04, accept len: 3.12, "
+        "accept rate: 0.71, cuda graph: True, gen throughput (token/s): 2890.55, #queue-req: 0",
+        "decode_batch",
+        "TP0",
+        None,
+        {
+            "running_req": 32,
+            "token": 51234,
+            "token_usage": 0.04,
+            "accept_len": 3.12,
+            "accept_rate": 0.71,
+            "cuda_graph": True,
+            "gen_throughput": 2890.55,
+            "queue_req": 0,
+        },
+    ),
+    (
+        "[2025-02-07 01:19:40 DP1 TP9] Decode batch. #running-req: 1, #token: 40, token usage: 0.00, accept len: 1.00, "
+        "cuda graph: False, gen throughput (token/s): 6.92, #queue-req: 0, ",
+        "decode_batch",
+        "DP1 TP9",
+        None,
+        {"running_req": 1, "token": 40, "accept_len": 1.0, "cuda_graph": False, "gen_throughput": 6.92},
+    ),
+    (
+        "[2026-01-10 08:00:00 TP0] Decode batch, #running-req: 8, #full token: 9000, #swa token: 4000, "
+        "token usage: 0.10, npu graph: True, gen throughput (token/s): 100.00, #queue-req: 2",
+        "decode_batch",
+        "TP0",
+        None,
+        {
+            "full_token": 9000,
+            "swa_token": 4000,
+            "token": 9000,
+            "cuda_graph": True,
+            "graph": "npu",
+            "queue_req": 2,
+        },
+    ),
+    (
+        "[2026-05-10 08:00:00 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, accept len: 5.50, "
+        "cap len: 8, block accept len: 4.25, cuda graph: True, gen throughput (token/s): 10.0, #queue-req: 0",
+        "decode_batch",
+        "TP0",
+        None,
+        {"accept_len": 5.5, "cap_len": 8, "block_accept_len": 4.25},
+    ),
+    (
+        "[2025-02-07 01:19:39 TP0] Prefill batch, #new-seq: 1, #new-token: 1024, #cached-token: 0, token usage: 0.01, "
+        "#running-req: 31, #queue-req: 0, ",
+        "prefill_batch",
+        "TP0",
+        None,
+        {
+            "new_seq": 1,
+            "new_token": 1024,
+            "cached_token": 0,
+            "token_usage": 0.01,
+            "running_req": 31,
+            "queue_req": 0,
+        },
+    ),
+    (
+        "[2025-02-07 02:00:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+        "watchdog_timeout",
+        "TP0",
+        None,
+        {"timeout_s": 300, "soft": False},
+    ),
+    (
+        "[2025-02-07 02:00:00 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+        "watchdog_timeout",
+        "TP0",
+        None,
+        {"timeout_s": 300},
+    ),
+    ("[2025-02-07 01:59:59 TP0] Scheduler debug info: last_batch=...", "watchdog_debug", "TP0", None, {}),
+    (
+        "[2025-02-07 01:59:59 TP0] Pyspy dump for PID 1234 (py-spy dump --native --pid 1234): Thread 0x7f",
+        "watchdog_debug",
+        "TP0",
+        None,
+        {"pid": 1234},
+    ),
+    (
+        "[2025-02-07 02:00:01] Received sigquit from a child process. It usually means the child failed.",
+        "child_crashed",
+        None,
+        None,
+        {},
+    ),
+    (
+        "[2025-02-07 02:00:01] Subprocess scheduler_0 (pid=1234) crashed with exit code -6. Triggering SIGQUIT for cleanup...",
+        "child_crashed",
+        None,
+        None,
+        {"pid": 1234, "exit_code": -6, "rank_index": 0},
+    ),
+    (
+        "[2025-02-07 02:00:01] Rank 3 scheduler died during initialization (exit code: -9). If your system has low memory...",
+        "child_crashed",
+        None,
+        None,
+        {"rank_index": 3, "exit_code": -9},
+    ),
+    ("[2025-02-07 02:00:02] Initialization failed. warmup error: ...", "init_failed", None, None, {}),
+    (
+        "[2025-02-07 02:00:03] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds.",
+        "health_check_failed",
+        None,
+        None,
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "rank", "ts", "fields"), SGLANG_LINES, ids=[x[1] for x in SGLANG_LINES]
+)
+def test_sglang_lines(line: str, kind: str, rank: str | None, ts: str | None, fields: dict[str, Any]) -> None:
+    check(one(line), kind, rank, ts, **fields)
+
+
+def test_failure_severities_are_loud_and_progress_is_info() -> None:
+    by_kind = {e.kind: e.severity for e in parse_lines([x[0] for x in SGLANG_LINES])}
+    assert by_kind["watchdog_timeout"] == "critical"
+    assert by_kind["child_crashed"] == "critical"
+    assert by_kind["init_failed"] == "critical"
+    assert by_kind["health_check_failed"] == "error"
+    assert by_kind["decode_batch"] == by_kind["load_end"] == by_kind["kv_alloc"] == "info"
+
+
+@pytest.mark.parametrize(
+    "tags",
+    ["TP0", "DP0 TP0", "PP1 TP0", "TP0 EP0", "ATTN_CP1 TP2", "MOE_DP3 TP1 EP3", "DP2 PP1 TP7", "EP0 TP0"],
+)
+def test_rank_tags_in_any_order_are_kept_as_printed(tags: str) -> None:
+    check(
+        one(f"[2025-06-26 09:47:18 {tags}] Load weight begin. avail mem=10.00 GB"), "load_begin", tags, None
+    )
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        "(SGLangEngine pid=41820) ",
+        "(SchedulerActor pid=7, ip=10.0.0.1) ",
+        "llm0-1  | ",
+        "\x1b[36m(SchedulerActor pid=7)\x1b[0m ",
+    ],
+)
+def test_wrappers_in_front_of_the_prefix(wrapper: str) -> None:
+    ev = one(wrapper + "[2025-06-26 09:47:18 DP0 TP1] Load weight begin. avail mem=10.00 GB")
+    check(ev, "load_begin", "DP0 TP1", "2025-06-26 09:47:18", avail_mem_gb=10.0)
+    if "pid=" in wrapper:
+        assert ev.fields["pid"] in (41820, 7)
+
+
+def test_ray_repeat_suffix_is_counted_not_parsed_as_text() -> None:
+    ev = one(
+        "(SchedulerActor pid=7, ip=10.0.0.1) [2025-06-26 09:47:18 TP1] Init torch distributed begin. [repeated 7x across cluster]"
+    )
+    check(ev, "dist_init_begin", "TP1", None, repeated=7, pid=7)
+
+
+def test_time_only_prefix_takes_the_date_of_the_last_dated_line_and_rolls_over_midnight() -> None:
+    events = parse_lines(
+        [
+            "[2024-03-01 23:59:50 TP0] Init torch distributed begin.",
+            "[23:59:59 TP7] Load weight begin. avail mem=70.00 GB",
+            "[00:00:05 TP7] Load weight end. type=LlamaForCausalLM, avail mem=50.00 GB, mem usage=20.00 GB.",
+        ]
+    )
+    check(events[1], "load_begin", "TP7", "2024-03-01 23:59:59")
+    check(events[2], "load_end", "TP7", "2024-03-02 00:00:05")
+
+
+def test_time_only_prefix_without_any_date_uses_base_date() -> None:
+    check(
+        one("[23:17:01 TP7] Load weight begin. avail mem=1.00 GB", base_date=date(2024, 5, 6)),
+        "load_begin",
+        "TP7",
+        "2024-05-06 23:17:01",
+    )
+
+
+def test_timezone_is_the_logs_and_milliseconds_count() -> None:
+    ev = one("[2025-01-15 12:00:00.500 TP0] Memory pool end. avail mem=3.10 GB", tz=ZoneInfo("Europe/Berlin"))
+    assert ev.ts == pytest.approx(utc("2025-01-15 11:00:00.500"))
+    summer = one("[2025-07-15 12:00:00 TP0] Memory pool end. avail mem=3.10 GB", tz=ZoneInfo("Europe/Berlin"))
+    assert summer.ts == pytest.approx(utc("2025-07-15 10:00:00"))
+
+
+def test_tqdm_bars_split_on_carriage_return_and_dated_by_their_elapsed_time() -> None:
+    p = LogParser()
+    p.feed("[2025-06-26 09:47:18 TP0] Load weight begin. avail mem=137.20 GB")
+    bar = (
+        "Loading safetensors checkpoint shards:   0% Completed | 0/64 [00:00<?, ?it/s]\r"
+        "Loading safetensors checkpoint shards:  50% Completed | 32/64 [02:10<02:10,  4.02s/it]\r"
+        "Loading safetensors checkpoint shards: 100% Completed | 64/64 [04:20<00:00,  4.02s/it]\n"
+    )
+    events = p.feed(bar)
+    assert [e.kind for e in events] == ["shard_progress"] * 3
+    assert [e.fields["done"] for e in events] == [0, 32, 64]
+    assert {e.fields["total"] for e in events} == {64}
+    assert events[1].ts == pytest.approx(utc("2025-06-26 09:49:28"))
+    assert events[2].ts == pytest.approx(utc("2025-06-26 09:51:38"))
+    # an undated NCCL line after the bar is placed at the bar's time, not back at load begin
+    nccl = p.feed("node1:41820:41820 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>")
+    assert nccl[0].ts == pytest.approx(utc("2025-06-26 09:51:38"))
+
+
+def test_capture_bar_with_a_log_line_glued_after_it() -> None:
+    p = LogParser()
+    p.feed(
+        "[2025-06-26 09:47:10 DP2 TP2] Capture draft cuda graph begin. This can take up to several minutes. avail mem=28.00 GB"
+    )
+    events = p.feed(
+        "Capturing batches (bs=256 avail_mem=3.02 GB):  12%|█▏        | 4/34 [00:05<00:38,  1.30s/it]"
+        "[2025-06-26 09:47:18 DP2 TP2] Capture draft cuda graph end. Time elapsed: 8.00 s. mem usage=0.50 GB. avail mem=27.50 GB."
+    )
+    assert [e.kind for e in events] == ["capture_progress", "capture_end"]
+    check(
+        events[0],
+        "capture_progress",
+        None,
+        "2025-06-26 09:47:15",
+        done=4,
+        total=34,
+        bs=256,
+        avail_mem_gb=3.02,
+        target="draft",
+    )
+    check(events[1], "capture_end", "DP2 TP2", "2025-06-26 09:47:18", target="draft", elapsed_s=8.0)
+    assert "Capture draft" not in events[0].message
+
+
+def test_third_party_formats() -> None:
+    fi = one("2025-03-03 18:46:45,039 - INFO - flashinfer.jit: Loading JIT ops: batch_decode")
+    check(fi, "raw", None, "2025-03-03 18:46:45.039")
+    assert fi.severity == "info"
+    fork = one(
+        "2025-12-04 20:35:53 INFO 151972 [scheduler_metrics_mixin.py:287] Decode batch. #running-req: 3, #token: 4096, "
+        "token usage: 0.02, accept len: 2.40, cuda graph: True, gen throughput (token/s): 150.20, #queue-req: 1"
+    )
+    check(
+        fork,
+        "decode_batch",
+        None,
+        "2025-12-04 20:35:53",
+        pid=151972,
+        running_req=3,
+        accept_len=2.4,
+        queue_req=1,
+    )
+    nccl = one(
+        "gpu-node-3:41820:42001 [3] NCCL INFO comm 0x55d5c0 rank 3 nranks 8 cudaDev 3 nvmlDev 3 busId 1b000 commId 0x9f - Init COMPLETE"
+    )
+    check(nccl, "nccl_log", None, None, nccl_rank=3, nranks=8, pid=41820, device=3, host="gpu-node-3")
+    assert nccl.severity == "info"
+    noise = one("gpu-node-3:41820:41820 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB")
+    assert (noise.kind, noise.severity) == ("nccl_log", "debug")
+    warn = one("gpu-node-3:41820:41820 [0] NCCL WARN Call to ibv_reg_mr failed")
+    assert (warn.kind, warn.severity) == ("nccl_log", "warning")
+    access = one('INFO:     10.0.0.1:34146 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+    check(access, "http_access", None, None, method="POST", path="/v1/chat/completions", status=200)
+    assert access.severity == "debug"
+    assert (
+        one('INFO:     10.0.0.1:34146 - "POST /generate HTTP/1.1" 503 Service Unavailable').severity
+        == "warning"
+    )
+    harmless = one(
+        "[2026-02-23 15:46:10] Ignore import error when loading sglang.srt.models.glm_ocr: No module named 'x'"
+    )
+    assert (harmless.kind, harmless.severity) == ("raw", "debug")
+
+
+TORCH_LINES: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "[rank6]:[E207 01:29:36.730311765 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0(default_pg) Rank 6] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600081 milliseconds before timing out.",
+        "nccl_timeout",
+        {
+            "global_rank": 6,
+            "pg_rank": 6,
+            "pg_name": "default_pg",
+            "seq": 2,
+            "op_type": "ALLREDUCE",
+            "timeout_ms": 600000,
+            "ran_ms": 600081,
+        },
+    ),
+    (
+        "[rank25]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 25] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5730, OpType=ALLGATHER, Timeout(ms)=1800000) ran for 1800112 milliseconds before timing out.",
+        "nccl_timeout",
+        {
+            "global_rank": 25,
+            "pg_id": 0,
+            "seq": 5730,
+            "op_type": "ALLGATHER",
+            "timeout_ms": 1800000,
+            "ran_ms": 1800112,
+        },
+    ),
+    (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5729, "
+        "OpType=BROADCAST, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600500 milliseconds before timing out.",
+        "nccl_timeout",
+        {"global_rank": 3, "seq": 5729, "op_type": "BROADCAST"},
+    ),
+    (
+        "[rank2]:[E1201 10:00:00.123456789 ProcessGroupNCCL.cpp:1434] [PG ID 0 PG GUID 0(default_pg) Rank 2] Heartbeat "
+        "monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
+        "nccl_heartbeat",
+        {"global_rank": 2},
+    ),
+    (
+        "[rank2]:[E1201 10:00:00.123 ProcessGroupNCCL.cpp:1278] [PG ID 0 PG GUID 0(default_pg) Rank 2] ProcessGroupNCCL's "
+        "watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives.",
+        "nccl_heartbeat",
+        {"global_rank": 2, "stuck_s": 480},
+    ),
+    (
+        "[rank4]:[I1201 10:00:00.1 ProcessGroupNCCL.cpp:2000] [PG ID 0 PG GUID 0(default_pg) Rank 4] NCCL Work update "
+        "periodically: last enqueued NCCL work: 12, last completed NCCL work: 11.",
+        "nccl_work_update",
+        {"global_rank": 4, "enqueued": 12, "completed": 11},
+    ),
+    (
+        "[rank0]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(default_pg) Rank 0] Exception (either an "
+        "error or timeout) detected by watchdog at work: 5730, last enqueued NCCL work: 5730, last completed NCCL work: 5729.",
+        "nccl_work_update",
+        {"global_rank": 0, "enqueued": 5730, "completed": 5729, "failed_work": 5730},
+    ),
+    (
+        "[rank1]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1612] [PG ID 0 PG GUID 0(default_pg) Rank 1] Received a dump "
+        "signal due to a collective timeout from rank 3 and we will try our best to dump the debug info.",
+        "nccl_dump",
+        {"global_rank": 1, "from_rank": 3},
+    ),
+    (
+        "[rank1]:[F1201 10:00:00.1 ProcessGroupNCCL.cpp:1700] [PG ID 0 PG GUID 0(default_pg) Rank 1] Terminating the "
+        "process after attempting to dump debug info, due to collective timeout or exception.",
+        "nccl_dump",
+        {"global_rank": 1},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "fields"), TORCH_LINES, ids=[f"{x[1]}-{i}" for i, x in enumerate(TORCH_LINES)]
+)
+def test_pytorch_process_group_nccl_lines(line: str, kind: str, fields: dict[str, Any]) -> None:
+    ev = one(line, default_rank="TP3")
+    check(ev, kind, "TP3", None, **fields)
+    assert ev.severity in ("error", "critical") or kind == "nccl_work_update"
+
+
+def test_glog_dates_take_the_year_of_the_log() -> None:
+    events = parse_lines(
+        [
+            "[2025-02-07 01:00:00 TP6] Init torch distributed begin.",
+            "[rank6]:[E207 01:29:36.730311765 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0(default_pg) Rank 6] Heartbeat monitor timed out!",
+        ]
+    )
+    check(events[1], "nccl_heartbeat", None, None, global_rank=6)
+    assert events[1].ts == pytest.approx(utc("2025-02-07 01:29:36.730311"))
+    assert events[1].severity == "critical"
+
+
+def test_ranks_one_collective_apart_keep_their_sequence_numbers() -> None:
+    tmpl = (
+        "[rank{r}]:[E207 01:29:36.0 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum={s}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600081 milliseconds before timing out."
+    )
+    events = parse_lines([tmpl.format(r=0, s=5730), tmpl.format(r=3, s=5729)])
+    assert {e.fields["global_rank"]: e.fields["seq"] for e in events} == {0: 5730, 3: 5729}
+
+
+def test_vllm_spec_decoding_metrics_with_per_position_rates() -> None:
+    ev = one(
+        "INFO 03-12 10:15:32 [metrics.py:123] SpecDecoding metrics: Mean acceptance length: 2.99, Accepted throughput: "
+        "120.50 tokens/s, Drafted throughput: 181.75 tokens/s, Accepted: 1205 tokens, Drafted: 1817 tokens, "
+        "Per-position acceptance rate: 0.810, 0.620, 0.550, Avg Draft acceptance rate: 66.3%",
+        base_date=date(2026, 1, 1),
+    )
+    check(
+        ev,
+        "spec_metrics",
+        None,
+        "2026-03-12 10:15:32",
+        accept_len=2.99,
+        accept_rate=0.663,
+        accepted=1205,
+        drafted=1817,
+    )
+    assert ev.fields["per_pos"] == "0.810,0.620,0.550"
+    wrapped = one(
+        "(EngineCore_DP0 pid=4242) INFO 03-12 10:15:42 [metrics.py:123] SpecDecoding metrics: Mean acceptance length: 1.02, "
+        "Accepted: 10 tokens, Drafted: 500 tokens, Per-position acceptance rate: 0.020, 0.000, Avg Draft acceptance rate: 2.0%",
+        base_date=date(2026, 1, 1),
+    )
+    check(wrapped, "spec_metrics", None, None, accept_len=1.02, pid=4242, per_pos="0.020,0.000")
+
+
+def test_vllm_stats_line_counts_as_a_decode_report() -> None:
+    ev = one(
+        "INFO 03-12 10:15:32 [loggers.py:116] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation "
+        "throughput: 118.2 tokens/s, Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 12.5%, Prefix cache hit rate: 40.0%"
+    )
+    check(
+        ev,
+        "decode_batch",
+        None,
+        None,
+        running_req=3,
+        queue_req=1,
+        gen_throughput=118.2,
+        token_usage=0.125,
+        engine="vllm",
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-05-01 10:00:00 TP0] Some weights of LlamaForCausalLMEagle3 were not initialized from the model checkpoint "
+        "and are newly initialized: ['midlayer.self_attn.q_proj.weight', 'midlayer.mlp.gate_proj.weight']",
+        "WARNING 03-12 10:00:00 [utils.py:1] Draft model: unexpected keys layers.0.self_attn.q_proj.weight, layers.0.mlp.up_proj.weight",
+        "[2026-05-01 10:00:00 TP0] Parameter midlayer.self_attn.q_proj.weight not found in params_dict, skipping",
+    ],
+)
+def test_draft_weight_warnings_name_the_keys(line: str) -> None:
+    ev = one(line)
+    assert ev.kind == "weights_warning" and ev.severity == "warning"
+    keys = str(ev.fields["keys"]).split(",")
+    assert any(k.endswith("q_proj.weight") for k in keys)
+    assert ev.fields["draft"] is True
+
+
+def test_engine_config_dump_keeps_parallelism_and_speculative_settings() -> None:
+    ev = one(
+        "[2026-02-23 15:40:00] server_args=ServerArgs(model_path='moonshotai/Kimi-K2', tp_size=8, dp_size=1, "
+        "speculative_algorithm='EAGLE3', speculative_draft_model_path='/ckpt/eagle3', speculative_num_steps=3, "
+        "speculative_eagle_topk=1, speculative_num_draft_tokens=4, watchdog_timeout=300, json_model_override_args='{}')"
+    )
+    check(
+        ev,
+        "engine_config",
+        None,
+        None,
+        model_path="moonshotai/Kimi-K2",
+        tp_size=8,
+        speculative_algorithm="EAGLE3",
+        speculative_num_steps=3,
+        speculative_num_draft_tokens=4,
+        watchdog_timeout_s=300,
+    )
+
+
+def test_a_traceback_becomes_one_event_with_its_exception_type() -> None:
+    lines = [
+        "[2025-02-07 02:00:00 TP5] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 2310, in run_scheduler_process',
+        "    scheduler.event_loop_overlap()",
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 2320, in run_scheduler_process',
+        "    raise ValueError(x)",
+        "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 5.",
+        "Last error:",
+        "Cuda failure 'out of memory'",
+        "[2025-02-07 02:00:01] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    events = parse_lines(lines)
+    assert [e.kind for e in events] == ["scheduler_exception", "traceback", "child_crashed"]
+    tb = events[1]
+    check(tb, "traceback", "TP5", "2025-02-07 02:00:00", exc_type="torch.distributed.DistBackendError")
+    assert tb.severity == "error"
+    assert "unhandled cuda error" in tb.message and "Cuda failure 'out of memory'" in tb.message
+
+
+def test_an_unprefixed_traceback_at_the_end_of_a_log_is_flushed() -> None:
+    p = LogParser(default_rank="TP1")
+    p.feed("[2025-02-07 02:00:00 TP1] Load weight begin. avail mem=10.00 GB")
+    for line in [
+        "Traceback (most recent call last):",
+        '  File "x.py", line 1, in <module>',
+        "KeyboardInterrupt",
+    ]:
+        assert p.feed(line) == []
+    assert p.pending
+    (tb,) = p.flush()
+    check(tb, "traceback", "TP1", "2025-02-07 02:00:00", exc_type="KeyboardInterrupt")
+    assert not p.pending
+
+
+def test_lines_without_a_timestamp_before_any_dated_one_use_now_then_the_last_seen() -> None:
+    p = LogParser(source="log:/var/log/sglang.log")
+    (ev,) = p.feed("gpu1:1:1 [0] NCCL INFO cudaDriverVersion 12040", now=1_700_000_000.0)
+    assert ev.ts == 1_700_000_000.0 and ev.source == "log:/var/log/sglang.log"
+    p.feed("[2025-02-07 02:00:00 TP1] Load weight begin. avail mem=10.00 GB")
+    (ev,) = p.feed("some unknown line", now=1_800_000_000.0)
+    assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00")) and ev.kind == "raw"
+
+
+def test_unknown_lines_are_raw_with_a_guessed_severity() -> None:
+    events = parse_lines(
+        ["hello world", "CUDA error: an illegal memory access was encountered", "UserWarning: deprecated"]
+    )
+    assert [(e.kind, e.severity) for e in events] == [("raw", "info"), ("raw", "error"), ("raw", "warning")]
+
+
+def test_huge_lines_are_cut_to_the_wire_limit_quickly() -> None:
+    import time
+
+    for line in [
+        "[2025-02-07 02:00:00 TP1] Decode batch, " + "#x: 1, " * 20000,
+        "x" * 100_000,
+        "(" * 100_000,
+        "[" + "1" * 100_000,
+        "Capturing batches: " + "9" * 50_000 + "%|" + " " * 50_000,
+        "a:1:2 [0] NCCL INFO " + "comm 0x1 rank 1 nranks " * 5000,
+        "Some weights " + "a.b " * 30_000 + " were not used",
+        "[rank1]:[E" + "1" * 100_000,
+    ]:
+        t0 = time.perf_counter()
+        events = parse_lines([line])
+        assert time.perf_counter() - t0 < 2.0
+        assert events and all(len(e.message) <= 8192 and len(e.fields) <= 64 for e in events)
+
+
+def test_parsing_is_deterministic_and_reads_no_clock() -> None:
+    lines = [x[0] for x in SGLANG_LINES] + [x[0] for x in TORCH_LINES]
+    assert parse_lines(lines) == parse_lines(lines)
+    # with no date anywhere and no `now`, the parser does not invent one from the machine's clock
+    assert parse_lines(["undated line"])[0].ts == 0.0
+
+
+REAL_LINES = [x[0] for x in SGLANG_LINES] + [x[0] for x in TORCH_LINES]
+
+
+def _assert_wire_valid(events: list[Event]) -> None:
+    for e in events:
+        assert e.ts >= 0 and e.kind and len(e.message) <= 8192 and len(e.fields) <= 64
+        assert e.severity in ("debug", "info", "warning", "error", "critical")
+        assert e.rank is None or len(e.rank) <= 128
+
+
+@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(max_size=300), max_size=20))
+def test_no_text_crashes_the_parser(lines: list[str]) -> None:
+    _assert_wire_valid(parse_lines(lines))
+
+
+@settings(max_examples=300, deadline=2000)
+@given(st.binary(max_size=2000))
+def test_no_bytes_crash_the_parser(data: bytes) -> None:
+    _assert_wire_valid(parse_lines(data.decode("utf-8", errors="replace").split("\n")))
+
+
+@settings(max_examples=400, deadline=2000)
+@given(
+    st.sampled_from(REAL_LINES),
+    st.integers(min_value=0, max_value=400),
+    st.integers(min_value=0, max_value=40),
+    st.text(alphabet="[]():,.=% |\r\n\t#-0123456789TPDGB", max_size=12),
+)
+def test_mutated_real_lines_never_crash(line: str, pos: int, cut: int, insert: str) -> None:
+    mutated = line[:pos] + insert + line[pos + cut :]
+    _assert_wire_valid(parse_lines([mutated, line[:pos], line[pos:]]))
+
+
+@settings(max_examples=20, deadline=5000)
+@given(st.sampled_from(REAL_LINES), st.text(alphabet="ab ,:=[]().%|0123456789", min_size=1, max_size=4))
+def test_huge_mutated_lines_never_hang(line: str, unit: str) -> None:
+    _assert_wire_valid(
+        parse_lines([line + unit * (100_000 // len(unit)), unit * (100_000 // len(unit)) + line])
+    )

@@ -1,0 +1,467 @@
+"""The simulated cluster: every scenario loads and plays, and what it emits looks like the real engines."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.logparse import parse_lines
+from agents.sim import ScenarioError, SimCluster, load_scenario, scenario_names
+
+T0 = 1_780_000_000.0  # a fixed epoch keeps the assertions independent of the day the tests run
+PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?: ([A-Z]+\d+(?: [A-Z]+\d+)*))?\] (.*)$")
+
+# The first line of each start-up step, in the order SGLang logs them on a rank.
+PHASE_MARKERS = [
+    ("dist_init", "Init torch distributed begin."),
+    ("loading_weights", "Load weight begin."),
+    ("kv_alloc", "KV Cache is allocated."),
+    ("cuda_graph_capture", "Capture cuda graph begin."),
+    ("loading_weights", "Load weight end. elapsed=.* type=LlamaForCausalLMEagle3"),
+    ("cuda_graph_capture", "Capture draft cuda graph begin."),
+    ("cuda_graph_capture", "Capture draft extend cuda graph begin."),
+    ("serving", "Decode batch, #running-req: "),
+]
+
+
+def all_lines(cluster: SimCluster, host: str, until_s: float) -> list:
+    return cluster.log_lines(host, T0, T0 + until_s)
+
+
+def test_every_scenario_loads_and_plays() -> None:
+    names = scenario_names()
+    assert {"healthy", "startup-deadlock"} <= set(names)
+    for name, scale in [(n, s) for n in names for s in (1.0, 0.1)]:
+        sc = load_scenario(name, time_scale=scale)
+        assert sc.name == name and sc.description and sc.deployment and sc.hosts and sc.duration_s > 0
+        assert sc.healthy == (not sc.expected)
+        for exp in sc.expected:
+            assert 0 < exp.onset_s < sc.duration_s, f"{name}: onset outside the scenario"
+        cluster = SimCluster(sc, T0, seed=1)
+        for host in sc.hosts:
+            for t in (0.0, sc.duration_s / 3, sc.duration_s - 1):
+                gpus = cluster.gpu_samples(host, T0 + t)
+                assert len(gpus) == sc.spec.cluster.gpus_per_host
+                cluster.process_samples(host, T0 + t)
+                cluster.metrics_text(host, T0 + t)
+            assert cluster.log_lines(host, T0, T0 + sc.duration_s), f"{name}/{host} logged nothing"
+
+
+def test_healthy_goes_through_every_phase_in_order() -> None:
+    sc = load_scenario("healthy")
+    cluster = SimCluster(sc, T0, seed=0)
+    lines = [ln for ln in all_lines(cluster, "gpu-a01", sc.duration_s) if ln.file == "sglang-TP0.log"]
+    texts = [ln.text for ln in lines]
+    positions = []
+    for phase, marker in PHASE_MARKERS:
+        found = [
+            i for i, t in enumerate(texts) if re.search(re.escape(marker) if "*" not in marker else marker, t)
+        ]
+        assert found, f"no {phase} line {marker!r} on TP0"
+        positions.append(found[0])
+    assert positions == sorted(positions), "phases logged out of order"
+    # every SGLang line carries the UTC time and the rank tag, and timestamps never go backwards
+    stamps = []
+    for ln in lines:
+        m = PREFIX.match(ln.text)
+        if m:
+            assert m.group(2) == "TP0"
+            stamps.append(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp())
+            assert abs(stamps[-1] - ln.ts) < 1.0, "prefix time is not the line's UTC time"
+    assert stamps == sorted(stamps)
+    main = [ln.text for ln in all_lines(cluster, "gpu-a01", sc.duration_s) if ln.file == "sglang-main.log"]
+    ready = [t for t in main if t.endswith("The server is fired up and ready to roll!")]
+    assert len(ready) == 1 and PREFIX.match(ready[0]).group(2) is None  # type: ignore[union-attr]
+
+
+def test_healthy_shows_progress_bars_and_acceptance() -> None:
+    sc = load_scenario("healthy")
+    lines = all_lines(SimCluster(sc, T0), "gpu-a01", sc.duration_s)
+    shard = [ln for ln in lines if "Loading safetensors checkpoint shards" in ln.text]
+    assert shard[0].text.startswith("\r") and "0/64" in shard[0].text and shard[0].end == ""
+    assert "64/64" in shard[-1].text and shard[-1].end == "\n"
+    done = [int(re.search(r"\| (\d+)/64", ln.text).group(1)) for ln in shard]  # type: ignore[union-attr]
+    assert done == list(range(65))
+    accepts = [float(m.group(1)) for ln in lines if (m := re.search(r"accept len: ([\d.]+)", ln.text))]
+    assert len(accepts) > 100
+    assert 2.9 < sum(accepts) / len(accepts) < 3.3
+
+
+def test_healthy_gpus_look_like_an_h200_launch() -> None:
+    sc = load_scenario("healthy")
+    cluster = SimCluster(sc, T0)
+    loading = cluster.gpu_samples("gpu-a01", T0 + 100)
+    serving = cluster.gpu_samples("gpu-a01", T0 + sc.ready_s + 120)
+    for g in loading + serving:
+        assert g.name == "NVIDIA H200" and g.power_limit_w == 700
+        assert re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", g.uuid)
+    assert all(g.util_gpu_pct is not None and g.util_gpu_pct <= 5 for g in loading)
+    assert all(20e9 < (g.mem_used_bytes or 0) < 76.7 * 2**30 for g in loading)  # rising with the shards
+    assert all((g.util_gpu_pct or 0) >= 60 and (g.power_w or 0) > 300 for g in serving)
+    assert len({g.uuid for g in serving}) == 8
+
+
+def test_startup_deadlock_culprit_stands_out() -> None:
+    sc = load_scenario("startup-deadlock")
+    (exp,) = sc.expected
+    assert exp.kind == "suspected_deadlock" and exp.culprit == "TP3"
+    cluster = SimCluster(sc, T0, seed=3)
+    host = "gpu-a01"
+    lines = all_lines(cluster, host, sc.duration_s)
+    # every rank finished loading, then the logs go silent until PyTorch's watchdog fires 10 minutes later
+    assert sum("Load weight end." in ln.text for ln in lines) == 8
+    last_load_end = max(ln.ts for ln in lines if "Load weight end." in ln.text)
+    after = [ln for ln in lines if ln.ts > last_load_end]
+    assert after and after[0].ts - last_load_end > 590
+    assert not any("KV Cache is allocated" in ln.text for ln in lines)
+    seqs = {
+        ln.file: int(m.group(1))
+        for ln in after
+        if (
+            m := re.search(r"WorkNCCL\(SeqNum=(\d+)", ln.text)
+            or re.search(r"Last enqueued NCCL work: (\d+)", ln.text)
+        )
+    }
+    peer_seqs = {v for f, v in seqs.items() if f != "sglang-TP3.log"}
+    assert len(peer_seqs) == 1 and seqs["sglang-TP3.log"] == peer_seqs.pop() - 1  # the laggard is one behind
+    assert any("Heartbeat monitor timed out!" in ln.text for ln in after)
+    # minutes after onset: 76 GB held everywhere at 0% utilisation; the peers sleep in the collective while
+    # TP3 is stuck in uninterruptible sleep inside the driver, and its stack says where
+    now = T0 + exp.onset_s + 120
+    gpus = cluster.gpu_samples(host, now)
+    assert all(g.util_gpu_pct == 0 and 75 * 2**30 < (g.mem_used_bytes or 0) < 78 * 2**30 for g in gpus)
+    procs = {p.rank: p for p in cluster.process_samples(host, now) if p.role == "scheduler"}
+    assert procs["TP3"].state == "D"
+    for label, p in procs.items():
+        assert (p.cpu_pct or 0) < 5 and p.threads == 205
+        if label != "TP3":
+            assert p.state == "S"
+            assert "all_reduce" in (cluster.stack_dump(host, p.pid, now) or "").split("\n")[4]
+    assert "empty_cache" in (cluster.stack_dump(host, procs["TP3"].pid, now) or "").split("\n")[4]
+    # and at the end the heartbeat monitor has aborted every scheduler
+    end = cluster.process_samples(host, T0 + sc.duration_s - 45)
+    assert {p.exit_code for p in end if p.role == "scheduler"} == {-6}
+    assert not cluster.process_samples(host, T0 + sc.duration_s)
+
+
+def test_metrics_appear_when_ready_and_counters_only_rise() -> None:
+    sc = load_scenario("healthy")
+    cluster = SimCluster(sc, T0, seed=5)
+    assert cluster.metrics_text("gpu-a01", T0 + sc.ready_s - 1) is None
+    previous: dict[str, float] = {}
+    for t in range(int(sc.ready_s), int(sc.duration_s), 7):
+        text = cluster.metrics_text("gpu-a01", T0 + t)
+        assert text is not None
+        values = {
+            s.name: s.value
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+            if fam.type == "counter" and s.name.endswith("_total")
+        }
+        assert {"sglang:generation_tokens_total", "sglang:spec_verify_calls_total"} <= set(values)
+        for name, v in values.items():
+            assert v >= previous.get(name, 0.0), f"{name} went down at t={t}"
+        previous = values
+    gen, verify = previous["sglang:generation_tokens_total"], previous["sglang:spec_verify_calls_total"]
+    assert 3.0 < gen / verify < 3.2  # the robust acceptance length equals the configured one
+
+
+def test_time_scale_compresses_durations() -> None:
+    full, fast = load_scenario("startup-deadlock"), load_scenario("startup-deadlock", time_scale=0.1)
+    assert fast.duration_s == pytest.approx(full.duration_s * 0.1)
+    assert fast.ready_s == pytest.approx(full.ready_s * 0.1)
+    assert fast.expected[0].onset_s == pytest.approx(full.expected[0].onset_s * 0.1)
+    cluster = SimCluster(fast, T0)
+    lines = all_lines(cluster, "gpu-a01", fast.duration_s)
+    load_end = max(ln.ts for ln in lines if "Load weight end." in ln.text) - T0
+    assert load_end < 0.1 * (8 + 3 + 180) + 0.5
+    assert any("Watchdog caught collective operation timeout" in ln.text for ln in lines)
+
+
+def test_same_seed_same_cluster_other_seed_other_noise() -> None:
+    sc = load_scenario("healthy")
+    a, b, c = SimCluster(sc, T0, seed=7), SimCluster(sc, T0, seed=7), SimCluster(sc, T0, seed=8)
+    now = T0 + sc.ready_s + 60
+
+    def snapshot(cl: SimCluster) -> tuple:
+        return (
+            cl.gpu_samples("gpu-a01", now),
+            cl.process_samples("gpu-a01", now),
+            cl.log_lines("gpu-a01", T0, now),
+            cl.metrics_text("gpu-a01", now),
+        )
+
+    assert snapshot(a) == snapshot(b)
+    assert snapshot(a) != snapshot(c)
+    # answers do not depend on what was asked before
+    assert a.gpu_samples("gpu-a01", now - 30) == SimCluster(sc, T0, seed=7).gpu_samples("gpu-a01", now - 30)
+
+
+def test_process_titles_are_sglangs() -> None:
+    sc = load_scenario("healthy")
+    procs = SimCluster(sc, T0).process_samples("gpu-a01", T0 + sc.ready_s + 5)
+    names = sorted(p.name for p in procs)
+    assert [f"sglang::scheduler_TP{i}" for i in range(8)] == [n for n in names if "scheduler" in n]
+    assert "sglang::detokenizer" in names
+    main = next(p for p in procs if p.role == "main")
+    assert main.cmdline and "sglang.launch_server" in main.cmdline and "--tp 8" in main.cmdline
+    for p in procs:
+        if p.role == "scheduler":
+            assert p.rank == p.name.removeprefix("sglang::scheduler_") and len(p.gpu_uuids) == 1
+            assert p.engine == "sglang" and (p.rss_bytes or 0) > 30 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (
+            'description = "x"\ndeployment = "d"\nduration_s = 10\n[cluster]\nhosts = ["h"]\ntp = "eight"\n',
+            "cluster.tp",
+        ),
+        ('base = "healthy"\n[serving]\naccept_lenn = 2.0\n', "serving.accept_lenn"),
+        ('base = "healthy"\n[[faults]]\nkind = "hang"\nrank = "TP9"\nstep = "kv_alloc"\n', "faults.0.rank"),
+        ('base = "healthy"\n[[faults]]\nkind = "hang"\nrank = "TP1"\n', "faults.0"),
+        ('base = "nope"\n', "base"),
+        ('description = "x"\ndeployment = "d"\nduration_s = \n', "TOML"),
+    ],
+)
+def test_malformed_scenario_names_file_and_field(tmp_path: Path, body: str, field: str) -> None:
+    src = Path(load_scenario("healthy").path)
+    (tmp_path / "healthy.toml").write_text(src.read_text())
+    bad = tmp_path / "broken.toml"
+    bad.write_text(body)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario("broken", directory=tmp_path)
+    assert str(bad) in str(err.value) and field in str(err.value)
+
+
+def test_unknown_scenario_lists_the_known_ones() -> None:
+    with pytest.raises(ScenarioError, match=r"known scenarios: .*healthy"):
+        load_scenario("no-such-scenario")
+
+
+def parsed(cluster: SimCluster, host: str, since_s: float, until_s: float) -> dict[str, list]:
+    """The host's log files as the agent would write them, through the real parser, per file."""
+    by_file: dict[str, list] = {}
+    for ln in cluster.log_lines(host, T0 + since_s, T0 + until_s):
+        by_file.setdefault(ln.file, []).append(ln)
+    out = {}
+    for file, lines in by_file.items():
+        rank = file.removeprefix("sglang-").removesuffix(".log").replace("-", " ") if "TP" in file else None
+        content = "".join(ln.raw for ln in lines)
+        out[file] = parse_lines(content.split("\n"), tz=UTC, default_rank=rank, source=f"log:{file}")
+    return out
+
+
+# Lines real engines print that carry no information the parser needs to understand.
+HARMLESS_RAW = ("Ignore import error", "Started server process", "Waiting for application startup",
+                "Application startup complete", "Uvicorn running on", "flashinfer.jit:",
+                "Stack trace of the failed collective")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_the_parser_understands_every_line(name: str) -> None:
+    sc = load_scenario(name)
+    cluster = SimCluster(sc, T0, seed=2)
+    for host in sc.hosts:
+        for file, events in parsed(cluster, host, 0, sc.duration_s).items():
+            raw = [
+                e.message for e in events if e.kind == "raw" and not any(h in e.message for h in HARMLESS_RAW)
+            ]
+            assert not raw, f"{name}/{host}/{file}: the parser did not understand {raw[:3]}"
+            # (bars are dated by the parser from their own elapsed clock; lines carry their own time)
+            bars = ("shard_progress", "capture_progress", "progress")
+            dated = [e for e in events if e.ts and e.kind not in bars]
+            assert all(0 <= e.ts - T0 < sc.duration_s + 60 for e in dated), "a line's time is off"
+
+
+def test_healthy_phases_through_the_parser() -> None:
+    sc = load_scenario("healthy")
+    events = parsed(SimCluster(sc, T0), "gpu-a01", 0, sc.duration_s)
+    tp0 = [
+        e
+        for e in events["sglang-TP0.log"]
+        if e.kind not in ("shard_progress", "capture_progress", "prefill_batch")
+    ]
+    kinds = [e.kind for e in tp0]
+    first_decode = kinds.index("decode_batch")
+    assert kinds[:first_decode] == [
+        "dist_init_begin", "dist_init_end",
+        "load_begin", "load_end", "kv_alloc", "mem_pool_end",
+        "capture_begin", "capture_end",
+        "load_begin", "load_end", "kv_alloc", "mem_pool_end",
+        "capture_begin", "capture_end", "capture_begin", "capture_end",
+        "server_args",
+    ]  # fmt: skip
+    assert all(e.rank == "TP0" for e in tp0)
+    loads = [e for e in tp0 if e.kind == "load_end"]
+    assert [e.fields["draft"] for e in loads] == [False, True]
+    assert [e.fields["target"] for e in tp0 if e.kind == "capture_begin"] == [
+        "target",
+        "draft",
+        "draft_extend",
+    ]
+    ready = [e for e in events["sglang-main.log"] if e.kind == "server_ready"]
+    assert len(ready) == 1 and ready[0].ts < tp0[first_decode].ts
+    shards = [e.fields["done"] for e in events["sglang-TP0.log"] if e.kind == "shard_progress"]
+    assert shards == list(range(65))
+
+
+def test_startup_deadlock_nccl_lines_name_the_laggard() -> None:
+    sc = load_scenario("startup-deadlock")
+    events = parsed(SimCluster(sc, T0), "gpu-a01", 0, sc.duration_s)
+    timeouts = {f: e for f, evs in events.items() for e in evs if e.kind == "nccl_timeout"}
+    assert set(timeouts) == {f"sglang-TP{i}.log" for i in range(8) if i != 3}
+    seq = {e.fields["seq"] for e in timeouts.values()}
+    assert len(seq) == 1 and {e.fields["timeout_ms"] for e in timeouts.values()} == {600000}
+    (dump,) = [e for e in events["sglang-TP3.log"] if e.kind == "nccl_dump"]
+    assert f"Last enqueued NCCL work: {seq.pop() - 1}" in dump.message
+    onset = T0 + sc.expected[0].onset_s
+    assert min(e.ts for e in timeouts.values()) - onset > 590  # the engine's own net: ten minutes late
+
+
+def test_collective_spin_peers_spin_at_idle_power_culprit_idle() -> None:
+    sc = load_scenario("collective-spin")
+    (exp,) = sc.expected
+    cluster = SimCluster(sc, T0, seed=4)
+    now = T0 + exp.onset_s + 60
+    ranks = {p.gpu_uuids[0]: p.rank for p in cluster.process_samples("gpu-a01", now) if p.role == "scheduler"}
+    for g in cluster.gpu_samples("gpu-a01", now):
+        if ranks[g.uuid] == exp.culprit:
+            assert g.util_gpu_pct == 0
+        else:
+            assert (g.util_gpu_pct or 0) >= 99 and 55 < (g.power_w or 0) < 75 and g.power_limit_w == 700
+    last = max(ln.ts for ln in cluster.log_lines("gpu-a01", T0, T0 + sc.duration_s))
+    assert last < T0 + exp.onset_s  # nothing moves in the logs after the hang
+
+
+def test_rank_crash_exit_code_then_gone_and_launcher_says_so() -> None:
+    sc = load_scenario("rank-crash")
+    (exp,) = sc.expected
+    cluster = SimCluster(sc, T0)
+    at = T0 + exp.onset_s
+    procs = {p.name: p for p in cluster.process_samples("gpu-a01", at + 0.5)}
+    assert procs["sglang::scheduler_TP6"].state == "exited" and procs["sglang::scheduler_TP6"].exit_code == -6
+    assert procs["sglang::scheduler_TP5"].state != "exited"
+    later = {p.name: p for p in cluster.process_samples("gpu-a01", at + 3)}
+    assert later["sglang::scheduler_TP5"].exit_code == -9  # the launcher killed the rest
+    assert cluster.process_samples("gpu-a01", at + 30) == []
+    text = "\n".join(ln.text for ln in cluster.log_lines("gpu-a01", at - 1, at + 5))
+    assert "Scheduler hit an exception: Traceback" in text and "illegal memory access" in text
+    assert "Subprocess scheduler_6 (pid=" in text and "crashed with exit code -6" in text
+    assert (
+        cluster.metrics_text("gpu-a01", at - 1) is not None
+        and cluster.metrics_text("gpu-a01", at + 5) is None
+    )
+
+
+def test_xid_reports_the_gpu_then_nvml_loses_it() -> None:
+    sc = load_scenario("xid-79")
+    (exp,) = sc.expected
+    cluster = SimCluster(sc, T0)
+    at = T0 + exp.onset_s
+    events = cluster.hardware_events("gpu-a01", T0, T0 + sc.duration_s)
+    xid = next(e for e in events if e.kind == "gpu_xid")
+    assert xid.ts == pytest.approx(at) and xid.fields["xid"] == 79 and xid.fields["gpu_index"] == 4
+    before = cluster.gpu_samples("gpu-a01", at - 1)[4]
+    after = cluster.gpu_samples("gpu-a01", at + 2)[4]
+    assert before.util_gpu_pct is not None and after.uuid == xid.fields["uuid"] == before.uuid
+    assert after.util_gpu_pct is None and after.mem_used_bytes is None and after.power_w is None
+    owner = next(p for p in cluster.process_samples("gpu-a01", at - 1) if xid.fields["uuid"] in p.gpu_uuids)
+    assert owner.rank == exp.culprit
+
+
+def test_stalled_serving_counters_freeze_while_metrics_answer() -> None:
+    sc = load_scenario("stalled-serving")
+    (exp,) = sc.expected
+    cluster = SimCluster(sc, T0)
+
+    def counter(now: float, name: str) -> float:
+        text = cluster.metrics_text("gpu-a01", now)
+        assert text is not None, "metrics stopped answering"
+        return next(
+            s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name
+        )
+
+    onset = T0 + exp.onset_s
+    gen = "sglang:generation_tokens_total"
+    assert counter(onset - 20, gen) < counter(onset - 5, gen)
+    assert counter(onset + 5, gen) == counter(onset + 200, gen)
+    assert counter(onset + 200, "sglang:num_running_reqs") > 0
+    decodes = [ln for ln in cluster.log_lines("gpu-a01", onset, onset + 200) if "Decode batch" in ln.text]
+    assert decodes == []
+    text = "\n".join(ln.text for ln in cluster.log_lines("gpu-a01", onset, T0 + sc.duration_s))
+    assert "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)" in text
+
+
+def test_acceptance_scenarios() -> None:
+    def accepts(name: str) -> list[tuple[int, float]]:
+        sc = load_scenario(name)
+        lines = SimCluster(sc, T0).log_lines("gpu-a01", T0, T0 + sc.duration_s)
+        out = []
+        for ln in lines:
+            if m := re.search(r"#running-req: (\d+), .*accept len: ([\d.]+)", ln.text):
+                out.append((int(m.group(1)), float(m.group(2))))
+        return out
+
+    zero = accepts("zero-acceptance")
+    assert len(zero) > 100 and all(a <= 1.02 for _, a in zero)
+    sc = load_scenario("zero-acceptance")
+    warn = [
+        ln.text for ln in SimCluster(sc, T0).log_lines("gpu-a01", T0, T0 + sc.ready_s) if "Warning" in ln.text
+    ]
+    assert len(warn) == 1 and "layers.0.self_attn.q_proj.weight" in warn[0]
+    off = accepts("spec-off-by-design")
+    big = [a for r, a in off if r > 64]
+    small = [a for r, a in off if r <= 64]
+    assert big and small and all(a == 1.0 for a in big) and min(small) > 2.7
+
+
+def test_quiet_but_healthy_scenarios_keep_moving() -> None:
+    slow = load_scenario("slow-loading")
+    cluster = SimCluster(slow, T0)
+    load = slow.schedule.step("load_target")
+    samples = [
+        cluster.gpu_samples("gpu-a01", T0 + load.start + f * load.duration)[0] for f in (0.1, 0.4, 0.7, 0.95)
+    ]
+    mems = [g.mem_used_bytes or 0 for g in samples]
+    assert mems == sorted(mems) and mems[-1] - mems[0] > 50 * 2**30
+    assert all((g.util_gpu_pct or 0) <= 5 for g in samples)
+    reads = [
+        p.io_read_bytes or 0
+        for t in (0.2, 0.5)
+        for p in cluster.process_samples("gpu-a01", T0 + load.start + t * load.duration)
+        if p.rank == "TP1"
+    ]
+    assert reads[1] > reads[0]
+    idle = load_scenario("idle-server")
+    cl = SimCluster(idle, T0)
+    after_ready = cl.log_lines("gpu-a01", T0 + idle.ready_s + 1, T0 + idle.duration_s)
+    assert after_ready == []
+    text = cl.metrics_text("gpu-a01", T0 + idle.duration_s - 1)
+    assert text is not None and "sglang:num_running_reqs{" in text
+    running = next(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "sglang:num_running_reqs"
+    )
+    assert running == 0
+
+
+def test_two_hosts_split_sixteen_ranks() -> None:
+    sc = load_scenario("two-hosts")
+    cluster = SimCluster(sc, T0)
+    now = T0 + sc.ready_s + 30
+    a = sorted(p.rank for p in cluster.process_samples("gpu-b01", now) if p.rank)
+    b = sorted(p.rank for p in cluster.process_samples("gpu-b02", now) if p.rank)
+    assert a == sorted(f"TP{i}" for i in range(8)) and b == sorted(f"TP{i}" for i in range(8, 16))
+    assert cluster.metrics_text("gpu-b01", now) is not None and cluster.metrics_text("gpu-b02", now) is None
+    uuids = {g.uuid for h in sc.hosts for g in cluster.gpu_samples(h, now)}
+    assert len(uuids) == 16
+    with pytest.raises(KeyError, match="gpu-b03"):
+        cluster.gpu_samples("gpu-b03", now)
