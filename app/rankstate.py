@@ -11,7 +11,7 @@ title, GPUs are tied to a rank through the pids NVML lists on them (or the proce
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from agents import wire
@@ -119,6 +119,7 @@ class RankState:
     cpu_pct: float | None = None
     cpu_busy_at: float | None = None
     io_read_bytes: int | None = None
+    io_mark: int | None = None  # reads since this mark grew past IO_RISE_BYTES: io_rise_at moves
     io_rise_at: float | None = None
     rss_bytes: int | None = None
     threads: int | None = None
@@ -128,7 +129,9 @@ class RankState:
     power_w: float | None = None
     power_limit_w: float | None = None
     mem_used_bytes: int | None = None
+    mem_mark: int | None = None
     mem_rise_at: float | None = None
+    gpu_active_at: float | None = None  # last time the GPU did real work (busy at real power, not spinning)
     # NCCL: PyTorch's periodic work counters and the SeqNum a timeout named
     nccl_enqueued: int | None = None
     nccl_completed: int | None = None
@@ -166,6 +169,8 @@ class HostState:
     interval_s: float = 1.0
     # latest time a process listing arrived: a rank whose pid is missing from a newer listing has gone
     procs_listed_at: float | None = None
+    # latest NVML/process sample: the agent's own clock, against which estimated log times are checked
+    sample_ts: float | None = None
 
 
 @dataclass(slots=True)
@@ -185,7 +190,8 @@ class LaunchState:
     gen_tokens_total: float | None = None
     gen_tokens_rise_at: float | None = None
     accept: list[AcceptReport] = field(default_factory=list)
-    shard_progress_at: float | None = None  # untagged tqdm bar of rank 0
+    shard_progress_at: float | None = None  # untagged tqdm bar (shards or capture) of rank 0
+    good_batch_max: int | None = None  # largest batch at which speculation was seen working
     signals: list[tuple[str | None, Signal]] = field(default_factory=list)  # untagged failure lines
     stacks: list[tuple[str | None, Signal]] = field(default_factory=list)  # py-spy dumps received
     weights_warnings: list[Signal] = field(default_factory=list)
@@ -296,7 +302,15 @@ def rank_for_global(st: LaunchState, global_rank: int) -> str | None:
 # Reducer entry points
 
 
+# An event dated this far beyond its host's latest sample carries an estimated time (an undated tqdm bar):
+# it is placed at the sample clock instead, so one bad estimate cannot hold "last progress" in the future.
+FUTURE_SLACK_S = 60.0
+
+
 def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
+    h = fleet.hosts.get(host)
+    if h is not None and h.sample_ts is not None and ev.ts > h.sample_ts + FUTURE_SLACK_S:
+        ev = replace(ev, ts=h.sample_ts)
     fleet.host(host, ev.ts)
     if ev.kind == "gpu_xid":
         _remember(fleet.xids, (host, ev), SIGNAL_HISTORY)
@@ -346,6 +360,8 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
                 set_phase(r, "ready", ev.ts)
                 progress(r, ev.ts, "server ready")
                 st.dirty.add(r.label)
+    elif k == "capture_progress":
+        st.shard_progress_at = ev.ts
     elif k == "shard_progress":
         st.shard_progress_at = ev.ts
         for r in st.ranks.values():
@@ -461,14 +477,21 @@ def _serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None
                 progress(other, ev.ts, "server decoding")
                 st.dirty.add(other.label)
     acc_len, acc_rate = _float(f.get("accept_len")), _float(f.get("accept_rate"))
+    if acc_len is not None and acc_len < 1.0:
+        acc_len = None  # below 1 is impossible while speculating: no verify step ran (an idle server prints 0)
+    if running == 0:
+        acc_len = acc_rate = None  # nothing decoded: the numbers say nothing about the draft
     if acc_len is not None or acc_rate is not None:
         st.speculative = True
+        if acc_len is not None and acc_len >= GOOD_ACCEPT_LEN and running is not None:
+            st.good_batch_max = max(running, st.good_batch_max or 0)
         _remember(st.accept, AcceptReport(ev.ts, acc_len, acc_rate, running), ACCEPT_HISTORY)
 
 
 def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -> None:
     """A process listing entry. Only scheduler/worker processes with a rank label become ranks."""
     h = fleet.host(host, p.ts)
+    h.sample_ts = max(h.sample_ts or p.ts, p.ts)
     if h.procs_listed_at is None or p.ts > h.procs_listed_at:
         h.procs_listed_at = p.ts
     label = p.rank
@@ -490,8 +513,11 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         if p.cpu_pct >= CPU_BUSY_PCT:
             r.cpu_busy_at = p.ts
     if p.io_read_bytes is not None:
-        if r.io_read_bytes is not None and p.io_read_bytes > r.io_read_bytes + IO_RISE_BYTES:
-            r.io_rise_at = p.ts
+        # compared with a mark, not the previous sample: slow storage adds little per sample but keeps adding
+        if r.io_mark is None or p.io_read_bytes < r.io_mark:
+            r.io_mark = p.io_read_bytes
+        elif p.io_read_bytes > r.io_mark + IO_RISE_BYTES:
+            r.io_rise_at, r.io_mark = p.ts, p.io_read_bytes
         r.io_read_bytes = p.io_read_bytes
     if p.state in ("exited", "Z", "X") and r.exited_at is None:
         r.exited_at, r.exit_code = p.ts, p.exit_code
@@ -513,10 +539,16 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
 CPU_BUSY_PCT = 50.0
 IO_RISE_BYTES = 16 * 1024 * 1024
 MEM_RISE_BYTES = 256 * 1024 * 1024
+# a GPU at least this busy at more than this share of its power limit is computing, not spinning in a collective
+GPU_ACTIVE_PCT = 20.0
+SPIN_POWER_RATIO = 0.25
+# accept length that counts as speculation working, remembered per batch size to recognise "off by design"
+GOOD_ACCEPT_LEN = 1.5
 
 
 def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
-    fleet.host(host, g.ts)
+    h = fleet.host(host, g.ts)
+    h.sample_ts = max(h.sample_ts or g.ts, g.ts)
     owner = fleet.by_gpu.get((host, g.uuid))
     if owner is None:
         for gp in g.processes:
@@ -535,9 +567,15 @@ def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
     if r.gpu_uuids[0] != g.uuid or (r.gpu_ts is not None and g.ts < r.gpu_ts):
         return
     if g.mem_used_bytes is not None:
-        if r.mem_used_bytes is not None and g.mem_used_bytes > r.mem_used_bytes + MEM_RISE_BYTES:
-            r.mem_rise_at = g.ts
+        if r.mem_mark is None or g.mem_used_bytes < r.mem_mark:
+            r.mem_mark = g.mem_used_bytes
+        elif g.mem_used_bytes > r.mem_mark + MEM_RISE_BYTES:
+            r.mem_rise_at, r.mem_mark = g.ts, g.mem_used_bytes
         r.mem_used_bytes = g.mem_used_bytes
+    if g.util_gpu_pct is not None and g.util_gpu_pct >= GPU_ACTIVE_PCT:
+        ratio = g.power_w / g.power_limit_w if g.power_w is not None and g.power_limit_w else None
+        if ratio is None or ratio > SPIN_POWER_RATIO:
+            r.gpu_active_at = g.ts
     r.gpu_ts = g.ts
     r.util_pct, r.power_w = g.util_gpu_pct, g.power_w
     if g.power_limit_w:
@@ -562,7 +600,7 @@ def apply_metric(fleet: Fleet, launch: str, host: str, m: wire.MetricSample) -> 
         st.running_req, st.load_seen_at = int(m.value), m.ts
     elif name in ("sglang:num_queue_reqs", "vllm:num_requests_waiting"):
         st.queue_req = int(m.value)
-    elif name == "sglang:spec_accept_length":
+    elif name == "sglang:spec_accept_length" and m.value >= 1.0 and st.running_req != 0:
         st.speculative = True
         if not st.accept or m.ts - st.accept[-1].ts > 1.0:
             _remember(st.accept, AcceptReport(m.ts, m.value, None, st.running_req), ACCEPT_HISTORY)
@@ -625,6 +663,7 @@ _LAUNCH_FIELDS = (
     "gen_tokens_total",
     "gen_tokens_rise_at",
     "shard_progress_at",
+    "good_batch_max",
 )
 
 

@@ -108,6 +108,7 @@ def odd_one_out(
         lambda: _behind_in_nccl(ranks),
         lambda: _idle_among_spinners(ranks, cfg),
         lambda: _odd_proc_state(ranks),
+        lambda: _busy_among_waiters(ranks, now, cfg),
     ]
     for rule in rules:
         odd, reason = rule()
@@ -173,6 +174,16 @@ def _odd_proc_state(ranks: list[RankState]) -> tuple[list[str], str]:
     return [], ""
 
 
+def _busy_among_waiters(ranks: list[RankState], now: float, cfg: DetectConfig) -> tuple[list[str], str]:
+    busy = [r for r in ranks if cpu_busy(r, now, cfg)]
+    if busy and len(busy) * 2 < len(ranks):
+        return [r.label for r in busy], (
+            f"its process burns CPU ({busy[0].cpu_pct or 0:.0f}%) while {len(ranks) - len(busy)} peers wait: "
+            "stuck in Python before the collective they wait in"
+        )
+    return [], ""
+
+
 _MILESTONE_TEXT = {
     "dist_init_begin": "'Init torch distributed begin'",
     "dist_init_end": "'Init torch distributed ends'",
@@ -219,17 +230,45 @@ def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[s
     return _serving_stall(st, live, now, cfg)
 
 
+def working(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
+    """Legitimate work a quiet rank may be doing: loading (memory, disk, shards), GPU compute, or CPU (JIT)."""
+    if reason := loading_progress(st, r, now, cfg):
+        return reason
+    if _recent(r.gpu_active_at, now, cfg.soft_progress_window_s):
+        return "GPU computing"
+    if cpu_busy(r, now, cfg):
+        return "CPU busy"
+    return None
+
+
 def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:
+    """Every rank quiet, and either nobody works at all (fast path, ``dead_quiet_s``) or the per-phase
+    expected interval ran out while only a minority burns CPU (a rank stuck in Python, not JIT on all)."""
     quiet: list[tuple[RankState, float, float]] = []
+    busy: list[RankState] = []
     for r in live:
-        exp = cfg.expected_s(_phase(r))
-        if exp is None or quiet_for(r, now) <= exp:
-            return None  # someone is still moving (or waiting legitimately for the server to fire up)
-        if loading_progress(st, r, now, cfg):
+        q = quiet_for(r, now)
+        if q <= cfg.dead_quiet_s:
+            return None  # someone is still moving
+        why = working(st, r, now, cfg)
+        if why and why != "CPU busy":
+            return None  # loading from slow storage, or computing: let it work
+        if why:
+            busy.append(r)
+        quiet.append((r, q, cfg.dead_quiet_s))
+    if not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in live):
+        # logs alone (replay): "no sign of work" cannot be seen, so wait out each phase's expected interval
+        quiet = [(r, q, cfg.expected_s(_phase(r)) or cfg.starting_s) for r, q, _ in quiet]
+        if any(q <= exp for _, q, exp in quiet):
             return None
-        quiet.append((r, quiet_for(r, now), exp))
-    if any(cpu_busy(r, now, cfg) for r in live) and not any(spinning(r, cfg) for r in live):
-        return None  # JIT before/during capture: CPU busy, GPU not waiting in a collective
+    if len(busy) * 2 >= len(live):
+        return None  # CPU busy on most ranks: JIT compilation before or during capture
+    if busy:
+        # a minority burning CPU while the rest wait may be one rank stuck in Python, or one rank's honest
+        # CPU work: give it the phase's whole expected interval before calling it
+        quiet = [(r, q, cfg.expected_s(_phase(r)) or cfg.starting_s) for r, q, _ in quiet]
+        if any(q <= exp for _, q, exp in quiet):
+            return None
     culprits, ev, reason = odd_one_out(live, now, cfg, with_milestones=True)
     since = min(r.last_progress_at + exp for r, _, exp in quiet)
     phase = Counter(_phase(r) for r in live).most_common(1)[0][0]
@@ -239,7 +278,7 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
             now,
             None,
             "no progress for",
-            f"{longest:.0f} s in {phase} (expected within {cfg.expected_s(phase):.0f} s)",
+            f"{longest:.0f} s in {phase}, every rank: " + ", ".join(sorted({working(st, r, now, cfg) or "no sign of work" for r in live})),
         )
     ]
     body += ev
