@@ -263,7 +263,7 @@ HARMLESS_RAW = ("Ignore import error", "Started server process", "Waiting for ap
                 "Stack trace of the failed collective")  # fmt: skip
 
 
-@pytest.mark.parametrize("name", scenario_names())
+@pytest.mark.parametrize("name", [n for n in scenario_names() if load_scenario(n).engine == "sglang"])
 def test_the_parser_understands_every_line(name: str) -> None:
     sc = load_scenario(name)
     cluster = SimCluster(sc, T0, seed=2)
@@ -444,6 +444,8 @@ def test_quiet_but_healthy_scenarios_keep_moving() -> None:
     assert after_ready == []
     text = cl.metrics_text("gpu-a01", T0 + idle.duration_s - 1)
     assert text is not None and "sglang:num_running_reqs{" in text
+    # no decode report yet: the acceptance gauges do not exist (they would otherwise read as zero acceptance)
+    assert "sglang:spec_accept_length" not in text
     running = next(
         s.value
         for f in text_string_to_metric_families(text)
@@ -465,3 +467,37 @@ def test_two_hosts_split_sixteen_ranks() -> None:
     assert len(uuids) == 16
     with pytest.raises(KeyError, match="gpu-b03"):
         cluster.gpu_samples("gpu-b03", now)
+
+
+def test_vllm_speaks_vllm() -> None:
+    sc = load_scenario("vllm-healthy")
+    cluster = SimCluster(sc, T0)
+    events = parsed(cluster, "gpu-a01", 0, sc.duration_s)
+    main = events["vllm-main.log"]
+    (config,) = [e for e in main if e.kind == "engine_config"]
+    assert config.fields["tp_size"] == 8
+    spec = [e for e in main if e.kind == "spec_metrics"]
+    assert len(spec) > 10 and all(2.8 < float(e.fields["accept_len"]) < 3.0 for e in spec)  # type: ignore[arg-type]
+    assert all(len(str(e.fields["per_pos"]).split(",")) == 3 for e in spec)
+    assert [e.kind for e in events["vllm-TP0.log"] if e.kind in ("load_end", "capture_end")] == [
+        "load_end",
+        "capture_end",
+    ]
+    procs = {p.name: p for p in cluster.process_samples("gpu-a01", T0 + sc.ready_s + 10)}
+    assert {f"VLLM::Worker_TP{i}" for i in range(8)} | {"VLLM::EngineCore", "vllm"} == set(procs)
+    assert all(p.engine == "vllm" for p in procs.values())
+    text = cluster.metrics_text("gpu-a01", T0 + sc.ready_s + 60)
+    assert text is not None
+    values = {
+        (s.name, s.labels.get("position")): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    drafts = values[("vllm:spec_decode_num_drafts_total", None)]
+    accepted = values[("vllm:spec_decode_num_accepted_tokens_total", None)]
+    assert (
+        2.85 < 1 + accepted / drafts < 2.95
+    )  # ENGINE-FORMATS: mean acceptance length = 1 + accepted / drafts
+    per_pos = [values[("vllm:spec_decode_num_accepted_tokens_per_pos_total", str(k))] for k in range(3)]
+    assert per_pos == sorted(per_pos, reverse=True) and abs(sum(per_pos) - accepted) < 0.01 * accepted
+    assert cluster.metrics_text("gpu-a01", T0 + sc.ready_s - 5) is None

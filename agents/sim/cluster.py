@@ -6,6 +6,7 @@ import math
 
 from agents import wire
 from agents.sim import formats as F
+from agents.sim import vllm
 from agents.sim.hardware import gpu_numbers, proc_numbers
 from agents.sim.launcher import Launch, gpu_uuid
 from agents.sim.metrics import sglang_metrics
@@ -93,14 +94,14 @@ class SimCluster(Launch):
                         name=p.name,
                         rank=rank.label if rank else None,
                         role=p.role,  # type: ignore[arg-type]
-                        engine="sglang",
+                        engine=self.sc.spec.engine,
                         state="exited",
                         exit_code=p.exit_code,
                         cmdline=p.cmdline,
                     )
                 )
                 continue
-            if p.role == "scheduler":
+            if p.rank is not None:
                 seg = p.segment_at(now)
                 activity = seg.activity if seg else "import"
             elif p.role == "main":
@@ -117,7 +118,7 @@ class SimCluster(Launch):
                     name=p.name,
                     rank=rank.label if rank else None,
                     role=p.role,  # type: ignore[arg-type]
-                    engine="sglang",
+                    engine=self.sc.spec.engine,
                     state=n.state,
                     threads=n.threads,
                     rss_bytes=rss,
@@ -144,6 +145,9 @@ class SimCluster(Launch):
             return []
         out = []
         spec = self.sc.spec
+        if self.vllm:
+            tr = self.traffic[0]
+            return vllm.serving_lines(self, tr, since, until) if host == spec.cluster.hosts[0] else []
         for idx, tr in self.traffic.items():
             r = self.ranks[idx]
             if r.host != host:
@@ -188,6 +192,8 @@ class SimCluster(Launch):
             return None
         if not self.main[host].alive(now):
             return None
+        if self.vllm:
+            return vllm.metrics_text(self, self.traffic[0], now)
         m, sv = self.sc.spec.model, self.sc.spec.serving
         series = []
         for idx, tr in self.traffic.items():
@@ -212,7 +218,7 @@ class SimCluster(Launch):
         for p in self.procs[host]:
             if p.pid == pid and p.alive(now):
                 seg = p.segment_at(now)
-                activity = seg.activity if seg else ("import" if p.role == "scheduler" else "main")
+                activity = seg.activity if seg else ("import" if p.rank is not None else "main")
                 return py_spy_dump(p, activity, serving=self.ready <= now and self.serve_stop > self.ready)
         return None
 

@@ -12,9 +12,12 @@ from agents.sim.hardware import CPU_OF
 from agents.sim.noise import unit
 from agents.sim.scenario import Scenario
 from agents.sim.serving import Traffic
-from agents.sim.startup import RankStartup
+from agents.sim.startup import RankStartup, memory_plan
 from agents.sim.timeline import INF, ProcTimeline, Segment, SimLogLine
 from agents.sim.topology import RankInfo, ranks
+from agents.sim.vllm import VllmRankStartup
+from agents.sim.vllm import main_lines as vllm_main_lines
+from agents.sim.vllm import prefix as vllm_prefix
 
 
 def gpu_uuid(host: str, index: int) -> str:
@@ -33,6 +36,9 @@ class Launch:
             (h, i): gpu_uuid(h, i) for h in spec.cluster.hosts for i in range(spec.cluster.gpus_per_host)
         }
         self.fates = resolve(scenario, self.ranks, self.uuids, t0, seed)
+        self.vllm = spec.engine == "vllm"
+        self.memory = memory_plan(scenario)
+        self.engine_core: ProcTimeline | None = None
         self.ready = t0 + scenario.schedule.ready_at
         self.procs: dict[str, list[ProcTimeline]] = {h: [] for h in spec.cluster.hosts}
         self.rank_proc: dict[int, ProcTimeline] = {}
@@ -44,7 +50,7 @@ class Launch:
         for r in self.ranks:
             self._build_rank(r)
         self._build_main_lines(launch_stop)
-        stats = [r for r in self.ranks if r.stats]
+        stats = [r for r in self.ranks if r.stats and not (self.vllm and r.index)]
         self.traffic = {
             r.index: Traffic(scenario, self.ready, self.serve_stop, seed, i, len(stats))
             for i, r in enumerate(stats)
@@ -55,14 +61,18 @@ class Launch:
 
     # -- construction ----------------------------------------------------------------------------------
     def file_for(self, rank: RankInfo | None) -> str:
+        engine = self.sc.spec.engine
         if self.sc.spec.cluster.log_layout == "single":
-            return "sglang.log"
-        return f"sglang-{rank.file_stem}.log" if rank else "sglang-main.log"
+            return f"{engine}.log"
+        return f"{engine}-{rank.file_stem}.log" if rank else f"{engine}-main.log"
 
     def _pid(self, host_i: int, offset: int) -> int:
         return 2000 + int(unit(self.seed, "pid", host_i) * 60000) + offset
 
     def _build_mains(self) -> None:
+        if self.vllm:
+            self._build_vllm_mains()
+            return
         c, m = self.sc.spec.cluster, self.sc.spec.model
         imp = self.sc.spec.startup.import_s * self.sc.time_scale
         for hi, host in enumerate(c.hosts):
@@ -99,20 +109,46 @@ class Launch:
                 )
                 self.procs[host].append(detok)
 
+    def _build_vllm_mains(self) -> None:
+        """``vllm serve`` (the API server) on the first host, its engine core beside it."""
+        c, m = self.sc.spec.cluster, self.sc.spec.model
+        imp = self.sc.spec.startup.import_s * self.sc.time_scale
+        host = c.hosts[0]
+        spec = (
+            f' --speculative-config \'{{"method": "eagle3", "model": "{m.draft_path}", '
+            f'"num_speculative_tokens": {m.spec_steps}}}\''
+            if m.speculative
+            else ""
+        )
+        cmd = f"/usr/bin/python3 /usr/local/bin/vllm serve {m.path} --tensor-parallel-size {c.tp}{spec} --port {c.port}"
+        api = ProcTimeline(host, self._pid(0, 0), "vllm", "main", self.t0, cmdline=cmd)
+        core = ProcTimeline(
+            host,
+            self._pid(0, 31),
+            "VLLM::EngineCore",
+            "other",
+            self.t0 + 0.4 * imp,
+            cmdline="VLLM::EngineCore",
+        )
+        self.main[host], self.engine_core = api, core
+        self.procs[host] += [api, core]
+
     def _build_rank(self, r: RankInfo) -> None:
         imp = self.sc.spec.startup.import_s * self.sc.time_scale
         hi = r.node_rank
+        title = f"VLLM::Worker_{r.file_stem.replace('-', '_')}" if self.vllm else r.title
         proc = ProcTimeline(
             r.host,
             self._pid(hi, 40 + 13 * r.index),
-            r.title,
-            "scheduler",
+            title,
+            "worker" if self.vllm else "scheduler",
             self.t0 + 0.5 * imp + 0.02 * r.index,
             rank=r,
-            cmdline=r.title,
+            cmdline=title,
         )
         fate = self.fates.ranks[r.index]
-        builder = RankStartup(self.sc, proc, self.t0, self.seed, self.file_for(r))
+        startup = VllmRankStartup if self.vllm else RankStartup
+        builder = startup(self.sc, proc, self.t0, self.seed, self.file_for(r))
         builder.build(self.sc.schedule.steps, fate.stop)
         last = proc.segments[-1] if proc.segments else None
         mem = last.mem1_gb if last else 0.0
@@ -146,6 +182,10 @@ class Launch:
         main.lines.append(SimLogLine(ts, self.file_for(None), prefix + text))
 
     def _build_main_lines(self, launch_stop: float) -> None:
+        if self.vllm:
+            vllm_main_lines(self, launch_stop)
+            self._launcher_reacts()
+            return
         c, m, sched = self.sc.spec.cluster, self.sc.spec.model, self.sc.schedule
         imp = self.sc.spec.startup.import_s * self.sc.time_scale
         for hi, host in enumerate(c.hosts):
@@ -204,13 +244,21 @@ class Launch:
         i, fate = first
         r = self.ranks[i]
         serving = self.serve_stop > self.ready  # the launch got as far as serving before this rank died
-        for k, text in enumerate(
-            launcher_crash(r.index, self.rank_proc[i].pid, fate.exit_code or -9, serving)
-        ):
-            self._main_line(r.host, fate.exit + 0.3 + 0.01 * k, text)
+        if self.vllm and self.engine_core is not None:
+            ts = fate.exit + 0.3
+            head = vllm_prefix(
+                ts, "EngineCore_DP0", self.engine_core.pid, "multiproc_executor.py:154", "ERROR"
+            )
+            text = f"Worker proc VllmWorker-{r.index} died unexpectedly, shutting down executor."
+            self.main[r.host].lines.append(SimLogLine(ts, self.file_for(None), head + text))
+        else:
+            for k, text in enumerate(
+                launcher_crash(r.index, self.rank_proc[i].pid, fate.exit_code or -9, serving)
+            ):
+                self._main_line(r.host, fate.exit + 0.3 + 0.01 * k, text)
         if self.fates.cascades:
             for host, procs in self.procs.items():
                 for p in procs:
-                    if p.role != "scheduler" and p.exit_time == INF:
+                    if p.rank is None and p.exit_time == INF:
                         p.exit_time = fate.exit + (1.5 if p is self.main[host] else 1.2)
                         p.exit_code = -9

@@ -80,17 +80,14 @@ def sglang_metrics(
         gauge("sglang:token_usage", "The token usage.", round(w.token_usage, 4) if w else 0.0)
         gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", cache_hit_rate if w else 0.0)
         gauge("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.", 1.0)
+        # The acceptance gauges are only set by decode stats: before the first decode report the series do
+        # not exist (a labelled prometheus_client gauge appears on its first set), rather than reading 0.
+        if speculative and w is not None:
+            gauge("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
+                  round(w.accept_len, 4))  # fmt: skip
+            gauge("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.",
+                  round(w.accept_rate, 4))  # fmt: skip
         if speculative:
-            gauge(
-                "sglang:spec_accept_length",
-                "The average acceptance length of speculative decoding.",
-                round(w.accept_len, 4) if w else 0.0,
-            )
-            gauge(
-                "sglang:spec_accept_rate",
-                "The average acceptance rate of speculative decoding.",
-                round(w.accept_rate, 4) if w else 0.0,
-            )
             counter("sglang:spec_verify_calls", "The number of speculative verify calls.", int(verify))
         counter("sglang:prompt_tokens", "Number of prefill tokens processed.", int(requests * prompt_tokens))
         counter("sglang:generation_tokens", "Number of generation tokens processed.", int(gen))

@@ -85,7 +85,7 @@ class Schedule:
         """When the culprit's peers enqueue the collective it never joins (the end of its current step)."""
         t = self.fault_time(fault)
         s = self.step_at(t)
-        if s is None or fault.within == 0 or fault.step is None:
+        if s is None or fault.within == 0 or fault.step is None or fault.lockstep:
             return t
         return s.end
 

@@ -142,6 +142,11 @@ class FaultSpec(BaseModel):
     rank: str | None = Field(None, description="rank label as the engine prints it; hang only: none = all")
     step: StepName | None = Field(None, description="fault when the rank reaches this start-up step")
     within: float = Field(0.0, ge=0, lt=1, description="fraction into `step` at which the fault happens")
+    lockstep: bool = Field(
+        False,
+        description="hang within a step whose work is collective (graph capture): peers stop at the same "
+        "instant instead of finishing the step on their own (loading)",
+    )
     serving_s: float | None = Field(None, ge=0, description="seconds after the server is ready")
     at_s: float | None = Field(None, ge=0, description="seconds after t0")
     culprit_signature: Signature = "cpu_busy"

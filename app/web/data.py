@@ -1,0 +1,148 @@
+"""JSON endpoints behind the dashboard (also usable by scripts): timeline, logs, live stream, actions."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sse_starlette import EventSourceResponse
+
+from app import auth, incidents, models
+from app.db import transaction
+from app.web.logs import log_lines
+from app.web.series import clamp_points
+from app.web.timeline import NotFound, timeline
+
+router = APIRouter(prefix="/api/v1")
+
+Severity = Literal["debug", "info", "warning", "error", "critical"]
+
+
+def _check_range(start: float | None, end: float | None) -> None:
+    if start is not None and end is not None and end <= start:
+        raise HTTPException(422, f"'to' ({end}) must be after 'from' ({start})")
+
+
+@router.get("/launches/{launch_id}/timeline")
+def launch_timeline(
+    request: Request,
+    launch_id: int,
+    start: Annotated[float | None, Query(alias="from", ge=0)] = None,
+    end: Annotated[float | None, Query(alias="to", ge=0)] = None,
+    points: Annotated[int | None, Query(ge=1, le=100000)] = None,
+) -> dict[str, Any]:
+    """Ranks, phase bands, GPU series, markers, incidents and engine series of one launch for [from, to],
+    downsampled to at most ``points`` values per series (min/max/mean per bucket)."""
+    _check_range(start, end)
+    with request.app.state.sessions() as s:
+        try:
+            return timeline(s, launch_id, start, end, clamp_points(points), time.time())
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from exc
+
+
+@router.get("/launches/{launch_id}/logs")
+def launch_logs(
+    request: Request,
+    launch_id: int,
+    rank: Annotated[str | None, Query(max_length=64)] = None,
+    severity: Severity = "debug",
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    around: Annotated[float | None, Query(ge=0)] = None,
+    after_id: Annotated[int | None, Query(ge=0)] = None,
+    limit: Annotated[int, Query(ge=1, le=2000)] = 300,
+) -> dict[str, Any]:
+    """Log lines of a launch (one rank, or all), at least ``severity``, containing ``q``; the newest ones,
+    the ones around a moment (``around``), or those after ``after_id`` (live tail)."""
+    with request.app.state.sessions() as s:
+        if s.get(models.Launch, launch_id) is None:
+            raise HTTPException(404, f"no launch with id {launch_id}")
+        return log_lines(
+            s,
+            launch_id,
+            rank=rank or None,
+            min_severity=severity,
+            text=q or None,
+            around=around,
+            after_id=after_id,
+            limit=limit,
+        )
+
+
+@router.get("/stream", response_class=EventSourceResponse)
+async def stream(request: Request) -> EventSourceResponse:
+    """Server-sent events: a ``tick`` with the current versions whenever something a page shows changed."""
+    live = request.app.state.live
+
+    async def events() -> Any:
+        async for version in live.subscribe():
+            yield {"event": "tick", "data": version}
+
+    return EventSourceResponse(events(), ping=15, headers={"Cache-Control": "no-store"})
+
+
+class ResolveBody(BaseModel):
+    note: Annotated[str, Field(max_length=500)] = ""
+
+
+@router.post("/incidents/{incident_id}/resolve")
+def resolve(request: Request, incident_id: int, body: ResolveBody | None = None) -> dict[str, Any]:
+    """Mark an open incident resolved by hand (the change is recorded and announced like any other)."""
+    from app.api import incident_dict
+
+    with transaction(request.app.state.sessions) as s:
+        inc = s.get(models.Incident, incident_id)
+        if inc is None:
+            raise HTTPException(404, f"no incident with id {incident_id}")
+        if inc.status != "open":
+            raise HTTPException(409, f"incident {incident_id} is already {inc.status}")
+        note = (body.note if body else "").strip()
+        summary = f"{inc.summary} — resolved by hand" + (f": {note}" if note else "")
+        incidents.resolve_incident(s, inc, now=time.time(), summary=summary)
+        return incident_dict(inc)
+
+
+class TokenBody(BaseModel):
+    host: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
+
+
+@router.get("/tokens")
+def list_tokens(request: Request) -> list[dict[str, Any]]:
+    """Agent tokens: listing prefix and host only (the token itself is never stored)."""
+    T = models.AgentToken
+    with request.app.state.sessions() as s:
+        rows = s.execute(select(T).order_by(T.id.desc())).scalars().all()
+        return [
+            {
+                "id": t.id,
+                "host": t.host_name,
+                "prefix": t.prefix,
+                "created_at": t.created_at,
+                "revoked_at": t.revoked_at,
+                "last_used_at": t.last_used_at,
+            }
+            for t in rows
+        ]
+
+
+@router.post("/tokens", status_code=201)
+def create_token(request: Request, body: TokenBody) -> dict[str, Any]:
+    """Create an agent token for one host. The response is the only time the token is shown."""
+    with transaction(request.app.state.sessions) as s:
+        token = auth.create_token(s, body.host)
+    return {"host": body.host, "token": token, "prefix": token[: len(auth.TOKEN_PREFIX) + 6]}
+
+
+@router.post("/tokens/{token_id}/revoke")
+def revoke_token(request: Request, token_id: int) -> dict[str, Any]:
+    with transaction(request.app.state.sessions) as s:
+        t = s.get(models.AgentToken, token_id)
+        if t is None:
+            raise HTTPException(404, f"no token with id {token_id}")
+        if t.revoked_at is not None:
+            raise HTTPException(409, f"token {t.prefix}… is already revoked")
+        t.revoked_at = time.time()
+        return {"id": t.id, "host": t.host_name, "prefix": t.prefix, "revoked_at": t.revoked_at}

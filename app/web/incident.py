@@ -1,0 +1,105 @@
+"""The incident page's data: the incident, its changes, stacks grouped by where ranks are, deliveries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import models
+
+STACK_LOOKBACK_S = 600.0
+
+
+def incident_detail(session: Session, incident_id: int, now: float) -> dict[str, Any] | None:
+    from app.api import incident_dict
+
+    inc = session.get(models.Incident, incident_id)
+    if inc is None:
+        return None
+    out = incident_dict(inc)
+    launch = session.get(models.Launch, inc.launch_id) if inc.launch_id is not None else None
+    if launch is not None:
+        dep = session.get(models.Deployment, launch.deployment_id)
+        out["deployment"] = dep.name if dep else None
+        out["launch_started_at"] = launch.started_at
+    host = session.get(models.Host, inc.host_id) if inc.host_id is not None else None
+    out["host"] = host.name if host else None
+    changes = (
+        session.execute(
+            select(models.IncidentChange)
+            .where(models.IncidentChange.incident_id == incident_id)
+            .order_by(models.IncidentChange.ts)
+        )
+        .scalars()
+        .all()
+    )
+    out["changes"] = [{"id": c.id, "ts": c.ts, "change": c.change, "summary": c.summary} for c in changes]
+    out["deliveries"] = _deliveries(session, [c.id for c in changes])
+    out["stacks"] = _stacks(session, inc, now) if inc.launch_id is not None else []
+    return out
+
+
+def _deliveries(session: Session, change_ids: list[int]) -> list[dict[str, Any]]:
+    if not change_ids:
+        return []
+    D, R, C = models.AlertDelivery, models.AlertReceiver, models.IncidentChange
+    rows = session.execute(
+        select(D, R.name, C.change)
+        .join(R, R.id == D.receiver_id)
+        .join(C, C.id == D.change_id)
+        .where(D.change_id.in_(change_ids))
+        .order_by(D.created_at)
+    ).all()
+    return [
+        {
+            "receiver": name,
+            "change": change,
+            "status": d.status,
+            "attempts": d.attempts,
+            "created_at": d.created_at,
+            "delivered_at": d.delivered_at,
+            "last_error": d.last_error,
+        }
+        for d, name, change in rows
+    ]
+
+
+def _stacks(session: Session, inc: models.Incident, now: float) -> list[dict[str, Any]]:
+    """The newest stack dump of each rank around the incident, grouped by the function it is in."""
+    E = models.Event
+    until = (inc.resolved_at or now) + 60
+    rows = session.execute(
+        select(E.ts, E.rank_label, E.fields, E.message)
+        .where(
+            E.launch_id == inc.launch_id,
+            E.kind == "stacks",
+            E.ts >= inc.opened_at - STACK_LOOKBACK_S,
+            E.ts <= until,
+        )
+        .order_by(E.ts)
+    ).all()
+    newest: dict[str, Any] = {}
+    for r in rows:
+        newest[r.rank_label or f"pid {(r.fields or {}).get('pid')}"] = r
+    groups: dict[str, dict[str, Any]] = {}
+    for rank, r in newest.items():
+        fields = r.fields or {}
+        where = str(fields.get("function") or fields.get("top_frame") or "unknown")
+        g = groups.setdefault(where, {"function": where, "ranks": [], "dump": r.message, "ts": r.ts})
+        g["ranks"].append(rank)
+    ordered = sorted(groups.values(), key=lambda g: (-len(g["ranks"]), g["function"]))
+    for g in ordered:
+        g["ranks"].sort()
+    return ordered
+
+
+def stacks_sentence(groups: list[dict[str, Any]]) -> str:
+    """ "7 ranks in all_reduce, TP3 in load_weights" """
+    parts = []
+    for g in groups:
+        n = len(g["ranks"])
+        who = g["ranks"][0] if n == 1 else f"{n} ranks"
+        parts.append(f"{who} in {g['function']}")
+    return ", ".join(parts)

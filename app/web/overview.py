@@ -1,0 +1,135 @@
+"""The overview page's data: deployments with their current launch, hosts x GPUs now, open incidents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import models
+
+# a host is "late" after this many missed reporting intervals, and "silent" after LATE * 4
+LATE_INTERVALS = 5.0
+LATE_MIN_S = 15.0  # agents batch every few seconds: never "late" between two batches
+
+
+@dataclass(slots=True)
+class GpuNow:
+    index: int
+    uuid: str
+    name: str | None
+    util_gpu_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temp_c: float | None = None
+    ts: float | None = None
+    rank: str | None = None
+
+    @property
+    def mem_pct(self) -> float | None:
+        if self.mem_used_bytes is None or not self.mem_total_bytes:
+            return None
+        return 100.0 * self.mem_used_bytes / self.mem_total_bytes
+
+    @property
+    def power_pct(self) -> float | None:
+        if self.power_w is None or not self.power_limit_w:
+            return None
+        return 100.0 * self.power_w / self.power_limit_w
+
+
+@dataclass(slots=True)
+class HostNow:
+    id: int
+    name: str
+    last_seen: float
+    interval_s: float
+    agent_version: str | None
+    gpus: list[GpuNow] = field(default_factory=list)
+
+    def health(self, now: float) -> str:
+        late = max(max(self.interval_s, 1.0) * LATE_INTERVALS, LATE_MIN_S)
+        age = now - self.last_seen
+        return "ok" if age <= late else ("late" if age <= late * 4 else "silent")
+
+
+def deployments(session: Session) -> list[dict[str, Any]]:
+    """Each deployment with its newest launch."""
+    L, D = models.Launch, models.Deployment
+    newest = select(L.deployment_id, func.max(L.id).label("lid")).group_by(L.deployment_id).subquery()
+    rows = session.execute(
+        select(D.name, L)
+        .join(newest, newest.c.deployment_id == D.id)
+        .join(L, L.id == newest.c.lid)
+        .order_by(D.name)
+    ).all()
+    counts = dict(
+        session.execute(
+            select(models.Incident.launch_id, func.count())
+            .where(models.Incident.status == "open")
+            .group_by(models.Incident.launch_id)
+        ).all()
+    )
+    ranks = dict(
+        session.execute(
+            select(models.Process.launch_id, func.count(func.distinct(models.Process.rank_label)))
+            .where(models.Process.rank_label.is_not(None))
+            .group_by(models.Process.launch_id)
+        ).all()
+    )
+    return [
+        {
+            "deployment": name,
+            "launch_id": launch.id,
+            "status": launch.status,
+            "engine": launch.engine,
+            "started_at": launch.started_at,
+            "ended_at": launch.ended_at,
+            "last_seen": launch.last_seen,
+            "open_incidents": counts.get(launch.id, 0),
+            "ranks": ranks.get(launch.id, 0),
+        }
+        for name, launch in rows
+    ]
+
+
+def hosts_now(session: Session) -> list[HostNow]:
+    H, G, S = models.Host, models.Gpu, models.GpuSample
+    hosts = {
+        h.id: HostNow(h.id, h.name, h.last_seen, h.interval_s, h.agent_version)
+        for h in session.execute(select(H).order_by(H.name)).scalars()
+    }
+    newest = (
+        select(S.id).where(S.gpu_id == G.id).order_by(S.ts.desc()).limit(1).correlate(G).scalar_subquery()
+    )
+    rows = session.execute(select(G, S).outerjoin(S, S.id == newest).order_by(G.host_id, G.index)).all()
+    for g, s in rows:
+        if g.host_id not in hosts:
+            continue
+        now = GpuNow(
+            g.index, g.uuid, g.name, mem_total_bytes=g.mem_total_bytes, power_limit_w=g.power_limit_w
+        )
+        if s is not None:
+            now.util_gpu_pct, now.mem_used_bytes, now.power_w = s.util_gpu_pct, s.mem_used_bytes, s.power_w
+            now.temp_c, now.ts = s.temp_c, s.ts
+        hosts[g.host_id].gpus.append(now)
+    return list(hosts.values())
+
+
+def open_incidents(session: Session, limit: int = 50) -> list[dict[str, Any]]:
+    from app.api import incident_dict
+
+    I, L, D = models.Incident, models.Launch, models.Deployment  # noqa: E741
+    rows = session.execute(
+        select(I, D.name)
+        .outerjoin(L, L.id == I.launch_id)
+        .outerjoin(D, D.id == L.deployment_id)
+        .where(I.status == "open")
+        .order_by(I.opened_at.desc())
+        .limit(limit)
+    ).all()
+    return [{**incident_dict(i), "deployment": dep} for i, dep in rows]

@@ -1,0 +1,138 @@
+"""Server-rendered pages. Jinja2 autoescapes everything: log lines, host and process names are shown as text."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from sqlalchemy import func, select
+
+from app import __version__, models
+from app.web import overview
+from app.web.format import FILTERS
+from app.web.incident import incident_detail, stacks_sentence
+from app.web.timeline import NotFound, default_range, launch_header
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+templates = Jinja2Templates(directory=str(ROOT / "templates"))
+templates.env.filters.update(FILTERS)
+templates.env.globals["version"] = __version__
+
+router = APIRouter(include_in_schema=False)
+Html = HTMLResponse
+
+
+def _render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, {"now": time.time(), **ctx})
+
+
+def _overview_ctx(request: Request) -> dict[str, Any]:
+    now = time.time()
+    with request.app.state.sessions() as s:
+        return {
+            "deployments": overview.deployments(s),
+            "hosts": overview.hosts_now(s),
+            "incidents": overview.open_incidents(s),
+            "now": now,
+        }
+
+
+@router.get("/", response_class=Html)
+def overview_page(request: Request) -> HTMLResponse:
+    return _render(request, "overview.html", page="overview", **_overview_ctx(request))
+
+
+@router.get("/partials/overview", response_class=Html)
+def overview_partial(request: Request) -> HTMLResponse:
+    return _render(request, "_overview_live.html", **_overview_ctx(request))
+
+
+@router.get("/launches", response_class=Html)
+def launches_page(request: Request) -> HTMLResponse:
+    L, D = models.Launch, models.Deployment
+    with request.app.state.sessions() as s:
+        rows = s.execute(
+            select(L, D.name).join(D, D.id == L.deployment_id).order_by(L.started_at.desc()).limit(500)
+        ).all()
+    return _render(request, "launches.html", page="launches", launches=rows)
+
+
+@router.get("/launches/{launch_id}", response_class=Html)
+def launch_page(
+    request: Request,
+    launch_id: int,
+    start: Annotated[float | None, Query(alias="from", ge=0)] = None,
+    end: Annotated[float | None, Query(alias="to", ge=0)] = None,
+    rank: Annotated[str | None, Query(max_length=64)] = None,
+) -> HTMLResponse:
+    if start is not None and end is not None and end <= start:
+        raise HTTPException(422, f"'to' ({end}) must be after 'from' ({start})")
+    with request.app.state.sessions() as s:
+        try:
+            header = launch_header(s, launch_id)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from exc
+    return _render(
+        request,
+        "launch.html",
+        page="launches",
+        launch=header,
+        initial={"from": start, "to": end, "rank": rank, "launch_id": launch_id},
+        default_range=default_range(header, time.time()),
+    )
+
+
+@router.get("/incidents", response_class=Html)
+def incidents_page(request: Request) -> HTMLResponse:
+    from app.api import incident_dict
+
+    I = models.Incident  # noqa: E741
+    with request.app.state.sessions() as s:
+        rows = [
+            incident_dict(i) for i in s.execute(select(I).order_by(I.opened_at.desc()).limit(500)).scalars()
+        ]
+    return _render(request, "incidents.html", page="incidents", incidents=rows)
+
+
+@router.get("/incidents/{incident_id}", response_class=Html)
+def incident_page(request: Request, incident_id: int) -> HTMLResponse:
+    now = time.time()
+    with request.app.state.sessions() as s:
+        detail = incident_detail(s, incident_id, now)
+    if detail is None:
+        raise HTTPException(404, f"no incident with id {incident_id}")
+    end = detail["resolved_at"] or now
+    # the timeline around the moment: from well before the onset to a little after it settled
+    window = (max(detail.get("launch_started_at") or 0, detail["opened_at"] - 600), end + 120)
+    return _render(
+        request,
+        "incident.html",
+        page="incidents",
+        inc=detail,
+        stacks_sentence=stacks_sentence(detail["stacks"]),
+        window=window,
+    )
+
+
+@router.get("/settings", response_class=Html)
+def settings_page(request: Request) -> HTMLResponse:
+    T, R, S = models.AgentToken, models.AlertReceiver, models.Silence
+    now = time.time()
+    with request.app.state.sessions() as s:
+        tokens = s.execute(select(T).order_by(T.revoked_at.is_not(None), T.id.desc())).scalars().all()
+        receivers = s.execute(select(R).order_by(R.name)).scalars().all()
+        silences = s.execute(select(S).where(S.ends_at > now).order_by(S.ends_at)).scalars().all()
+        n_hosts = s.execute(select(func.count()).select_from(models.Host)).scalar_one()
+    return _render(
+        request,
+        "settings.html",
+        page="settings",
+        tokens=tokens,
+        receivers=receivers,
+        silences=silences,
+        n_hosts=n_hosts,
+    )

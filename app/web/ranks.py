@@ -1,0 +1,264 @@
+"""The ranks of a launch as the timeline shows them: label, host, GPU, phase history and start-up progress.
+
+The detector keeps ``ranks`` and ``rank_phases`` up to date. Until it has written anything for a launch (or
+when it is not running), the view falls back to what ingest alone stored: ranks from the engine processes,
+GPUs from NVML's per-GPU pid lists, and phases from the log milestones each rank printed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import models
+
+TAG_ORDER = ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP")
+_TAG = re.compile(r"([A-Z_]+?)(\d+)")
+
+# Log milestone -> the phase it starts. Used only when the detector has written no phase history.
+MILESTONE_PHASES = {
+    "dist_init_begin": "dist_init",
+    "load_begin": "loading_weights",
+    "kv_alloc": "kv_alloc",
+    "capture_begin": "cuda_graph_capture",
+    "capture_end": "warmup",
+    "decode_batch": "serving",
+    "prefill_batch": "serving",
+    "child_crashed": "crashed",
+    "scheduler_exception": "crashed",
+    "init_failed": "crashed",
+}
+
+
+def rank_sort_key(host: str | None, label: str) -> tuple[Any, ...]:
+    tags = dict((t, int(n)) for t, n in _TAG.findall(label))
+    return (host or "", *(tags.get(t, -1) for t in TAG_ORDER), label)
+
+
+@dataclass(slots=True)
+class RankView:
+    label: str
+    host: str | None
+    host_id: int | None
+    pid: int | None
+    phase: str
+    phase_since: float | None
+    last_progress_at: float | None
+    last_log: str | None
+    gpu_ids: list[int] = field(default_factory=list)
+    gpu_index: int | None = None
+    mem_total_bytes: int | None = None
+    power_limit_w: float | None = None
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    progress: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    rank_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "host": self.host,
+            "pid": self.pid,
+            "phase": self.phase,
+            "phase_since": self.phase_since,
+            "last_progress_at": self.last_progress_at,
+            "last_log": self.last_log,
+            "gpu_index": self.gpu_index,
+            "mem_total_bytes": self.mem_total_bytes,
+            "power_limit_w": self.power_limit_w,
+            "phases": self.phases,
+            "progress": self.progress,
+        }
+
+
+def load_ranks(session: Session, launch_id: int) -> list[RankView]:
+    R, H = models.Rank, models.Host
+    rows = session.execute(
+        select(R, H.name).outerjoin(H, H.id == R.host_id).where(R.launch_id == launch_id)
+    ).all()
+    views = [
+        RankView(
+            label=r.label,
+            host=host,
+            host_id=r.host_id,
+            pid=r.pid,
+            phase=r.phase,
+            phase_since=r.phase_since,
+            last_progress_at=r.last_progress_at,
+            last_log=r.last_log,
+            state=dict(r.state or {}),
+            rank_id=r.id,
+        )
+        for r, host in rows
+    ]
+    if not views:
+        views = _ranks_from_processes(session, launch_id)
+    _attach_gpus(session, views, [r.gpu_uuids for r, _ in rows] if rows else None)
+    views.sort(key=lambda v: rank_sort_key(v.host, v.label))
+    return views
+
+
+def _ranks_from_processes(session: Session, launch_id: int) -> list[RankView]:
+    P, H = models.Process, models.Host
+    rows = session.execute(
+        select(P, H.name)
+        .join(H, H.id == P.host_id)
+        .where(P.launch_id == launch_id, P.rank_label.is_not(None))
+        .order_by(P.create_time)
+    ).all()
+    by_label: dict[str, RankView] = {}
+    for p, host in rows:  # the newest process of a label wins (a respawned worker)
+        if p.rank_label is None:
+            continue
+        phase = "exited" if p.exited_at is not None else "starting"
+        by_label[p.rank_label] = RankView(
+            label=p.rank_label,
+            host=host,
+            host_id=p.host_id,
+            pid=p.pid,
+            phase=phase,
+            phase_since=p.exited_at or p.create_time,
+            last_progress_at=None,
+            last_log=None,
+        )
+    return list(by_label.values())
+
+
+def _attach_gpus(session: Session, views: list[RankView], uuids: list[list[Any]] | None) -> None:
+    G = models.Gpu
+    if uuids is not None and any(uuids):
+        wanted = {u for us in uuids for u in us}
+        gpus = {g.uuid: g for g in session.execute(select(G).where(G.uuid.in_(wanted))).scalars()}
+        for view, us in zip(views, uuids, strict=True):
+            view.gpu_ids = [gpus[u].id for u in us if u in gpus]
+    else:
+        _gpus_by_pid(session, views)
+    ids = {i for v in views for i in v.gpu_ids}
+    if not ids:
+        return
+    gpus_by_id = {g.id: g for g in session.execute(select(G).where(G.id.in_(ids))).scalars()}
+    for v in views:
+        if v.gpu_ids and v.gpu_ids[0] in gpus_by_id:
+            g = gpus_by_id[v.gpu_ids[0]]
+            v.gpu_index, v.mem_total_bytes, v.power_limit_w = g.index, g.mem_total_bytes, g.power_limit_w
+
+
+def _gpus_by_pid(session: Session, views: list[RankView]) -> None:
+    """NVML lists the pids on each GPU; the newest sample of each GPU on the ranks' hosts says which is whose."""
+    host_ids = {v.host_id for v in views if v.host_id is not None}
+    if not host_ids:
+        return
+    G, S = models.Gpu, models.GpuSample
+    newest = (
+        select(S.id).where(S.gpu_id == G.id).order_by(S.ts.desc()).limit(1).correlate(G).scalar_subquery()
+    )
+    rows = session.execute(
+        select(G.id, G.host_id, S.processes).join(S, S.id == newest).where(G.host_id.in_(host_ids))
+    ).all()
+    owner: dict[tuple[int, int], int] = {}
+    for gpu_id, host_id, procs in rows:
+        for entry in procs or []:
+            owner.setdefault((host_id, int(entry[0])), gpu_id)
+    for v in views:
+        if v.host_id is not None and v.pid is not None and (v.host_id, v.pid) in owner:
+            v.gpu_ids = [owner[(v.host_id, v.pid)]]
+
+
+def attach_phases(session: Session, launch_id: int, views: list[RankView], start: float, end: float) -> None:
+    """Phase bands overlapping [start, end], from the detector's history or else from log milestones."""
+    by_id = {v.rank_id: v for v in views if v.rank_id is not None}
+    if by_id:
+        RP = models.RankPhase
+        rows = session.execute(
+            select(RP)
+            .where(
+                RP.rank_id.in_(by_id),
+                RP.started_at <= end,
+                (RP.ended_at.is_(None)) | (RP.ended_at >= start),
+            )
+            .order_by(RP.rank_id, RP.started_at)
+        ).scalars()
+        for rp in rows:
+            by_id[rp.rank_id].phases.append({"phase": rp.phase, "start": rp.started_at, "end": rp.ended_at})
+    if any(v.phases for v in views):
+        return
+    _phases_from_milestones(session, launch_id, views)
+
+
+def _phases_from_milestones(session: Session, launch_id: int, views: list[RankView]) -> None:
+    E = models.Event
+    rows = session.execute(
+        select(E.rank_label, E.kind, func.min(E.ts))
+        .where(E.launch_id == launch_id, E.kind.in_([*MILESTONE_PHASES, "server_ready"]))
+        .group_by(E.rank_label, E.kind)
+    ).all()
+    # launch-wide milestones: the main process says "ready"; only the stats rank logs decode batches
+    shared: dict[str, float] = {}
+    firsts: dict[str | None, list[tuple[float, str]]] = {}
+    for label, kind, ts in rows:
+        if kind in ("server_ready", "decode_batch", "prefill_batch"):
+            phase = "ready" if kind == "server_ready" else "serving"
+            shared[phase] = min(ts, shared.get(phase, ts))
+        elif kind in MILESTONE_PHASES:
+            firsts.setdefault(label, []).append((ts, MILESTONE_PHASES[kind]))
+    for v in views:
+        marks = sorted(firsts.get(v.label, []) + [(ts, phase) for phase, ts in shared.items()])
+        seen: list[tuple[float, str]] = []
+        for ts, phase in marks:  # phases only move forward: a late 'ready' does not undo 'serving'
+            if not seen or _order(phase) > _order(seen[-1][1]):
+                seen.append((ts, phase))
+        v.phases = [
+            {"phase": phase, "start": ts, "end": seen[i + 1][0] if i + 1 < len(seen) else None}
+            for i, (ts, phase) in enumerate(seen)
+        ]
+        if seen and v.phase != "exited":
+            v.phase, v.phase_since = seen[-1][1], seen[-1][0]
+
+
+_PHASES = (
+    "starting",
+    "dist_init",
+    "loading_weights",
+    "kv_alloc",
+    "cuda_graph_capture",
+    "warmup",
+    "ready",
+    "serving",
+    "stalled",
+    "crashed",
+    "exited",
+)
+
+
+def _order(phase: str) -> int:
+    return _PHASES.index(phase) if phase in _PHASES else 0
+
+
+def attach_progress(session: Session, launch_id: int, views: list[RankView]) -> dict[str, Any]:
+    """Start-up progress as "shards 32/64" and "capture 12/34": the newest progress bar each rank printed.
+    Returns the launch-wide bars: the shard bar is printed by rank 0 alone, often without a rank tag."""
+    E = models.Event
+    newest = (
+        select(func.max(E.id))
+        .where(E.launch_id == launch_id, E.kind.in_(("shard_progress", "capture_progress")))
+        .group_by(E.rank_label, E.kind)
+    )
+    rows = session.execute(select(E.rank_label, E.kind, E.fields).where(E.id.in_(newest))).all()
+    unlabelled: dict[str, Any] = {}
+    for label, kind, fields in rows:
+        name = "shards" if kind == "shard_progress" else "capture"
+        item = {"done": (fields or {}).get("done"), "total": (fields or {}).get("total")}
+        if label is None:
+            unlabelled[name] = item
+        for v in views:
+            if v.label == label:
+                v.progress[name] = item
+    launch = dict(unlabelled)
+    for v in sorted(views, key=lambda v: rank_sort_key(None, v.label)):  # rank 0's bars stand for the launch
+        for name, item in v.progress.items():
+            launch.setdefault(name, item)
+    return launch

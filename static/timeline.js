@@ -1,0 +1,495 @@
+// specwatch launch timeline: one uPlot row per rank (phase bands, GPU util / memory / power, log markers)
+// and the engine charts on the same time axis, fed by /api/v1/launches/{id}/timeline. Live: refetches its
+// window when the server's stream says new data arrived. All text from the server goes in via textContent.
+"use strict";
+
+(function () {
+  const cfgEl = document.getElementById("launch-config");
+  if (!cfgEl || !window.uPlot) return;
+  const cfg = JSON.parse(cfgEl.textContent);
+  const META_W = 190, ROW_H = 46, SYNC = uPlot.sync("sw-launch");
+  const PHASES = ["starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup",
+    "ready", "serving", "stalled", "crashed", "exited"];
+  const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  };
+  const fmtTime = (ts) => new Date(ts * 1000).toISOString().slice(11, 19);
+  const fmtDur = (s) => s < 60 ? Math.round(s) + "s" : s < 3600 ? Math.floor(s / 60) + "m " + String(Math.round(s % 60)).padStart(2, "0") + "s" : Math.floor(s / 3600) + "h " + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
+
+  // --- state -------------------------------------------------------------------------------------------
+  const state = {
+    from: cfg.from, to: cfg.to,                   // null: the launch's start / now
+    span: null,                                   // seconds shown when following a fixed span
+    follow: cfg.follow !== false && cfg.to == null,
+    rank: cfg.rank || "",
+    data: null, rows: new Map(), charts: {}, loading: false, again: false,
+  };
+  const followBox = $("follow");
+  if (followBox) followBox.checked = state.follow;
+
+  // --- data --------------------------------------------------------------------------------------------
+  function plotWidth() {
+    const tl = $("timeline");
+    return Math.max(200, (tl ? tl.clientWidth : 1000) - META_W - 12);
+  }
+
+  async function load() {
+    if (state.loading) { state.again = true; return; }
+    state.loading = true;
+    try {
+      const q = new URLSearchParams({ points: String(Math.round(plotWidth())) });
+      let from = state.from, to = state.follow ? null : state.to;
+      if (state.follow && state.span) from = Date.now() / 1000 - state.span;
+      if (from != null) q.set("from", from.toFixed(3));
+      if (to != null) q.set("to", to.toFixed(3));
+      const resp = await fetch(`/api/v1/launches/${cfg.launch_id}/timeline?${q}`);
+      if (!resp.ok) throw new Error((await resp.json()).detail || resp.statusText);
+      state.data = await resp.json();
+      render(state.data);
+    } catch (e) {
+      const empty = $("timeline-empty");
+      if (empty) empty.textContent = "Could not load the timeline: " + e.message;
+    } finally {
+      state.loading = false;
+      if (state.again) { state.again = false; load(); }
+    }
+  }
+
+  // Buckets with no sample must show as gaps, not as a line drawn across a silent agent.
+  function withGaps(ts, cols, bucket) {
+    const outT = [], outC = cols.map(() => []);
+    for (let i = 0; i < ts.length; i++) {
+      if (i > 0 && ts[i] - ts[i - 1] > Math.max(3 * bucket, 5)) {
+        outT.push((ts[i] + ts[i - 1]) / 2);
+        outC.forEach((c) => c.push(null));
+      }
+      outT.push(ts[i]);
+      cols.forEach((c, j) => outC[j].push(c[i]));
+    }
+    return [outT, ...outC];
+  }
+
+  // --- rank rows ---------------------------------------------------------------------------------------
+  function drawBands(u, rank) {
+    const { ctx } = u, top = u.bbox.top, h = u.bbox.height, r = state.data.range;
+    for (const p of rank.phases) {
+      const x0 = u.valToPos(Math.max(p.start, r.from), "x", true);
+      const x1 = u.valToPos(Math.min(p.end == null ? r.to : p.end, r.to), "x", true);
+      if (x1 <= x0) continue;
+      ctx.fillStyle = css("--ph-" + p.phase) || css("--ph-starting");
+      ctx.globalAlpha = 0.55;
+      ctx.fillRect(x0, top, x1 - x0, h);
+    }
+    ctx.globalAlpha = 1;
+  }
+
+  function drawMarkers(u, rank) {
+    const { ctx } = u, top = u.bbox.top, h = u.bbox.height, dpr = devicePixelRatio || 1;
+    for (const m of state.data.markers) {
+      if (m.rank !== null && m.rank !== rank.label) continue;
+      const x = u.valToPos(m.ts, "x", true);
+      const bad = m.severity === "error" || m.severity === "critical";
+      ctx.fillStyle = bad ? css("--bad") : m.severity === "warning" ? css("--warn") : css("--muted");
+      ctx.fillRect(x - dpr / 2, top, dpr * (bad ? 2 : 1), bad ? h : h * 0.35);
+    }
+    for (const inc of state.data.incidents) {
+      const x = u.valToPos(inc.opened_at, "x", true);
+      ctx.fillStyle = css("--bad");
+      ctx.setLineDash([4 * dpr, 3 * dpr]);
+      ctx.strokeStyle = css("--bad");
+      ctx.lineWidth = dpr * (inc.culprit === rank.label ? 2 : 1);
+      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
+      ctx.setLineDash([]);
+    }
+    for (const t of cfg.marks || []) {
+      const x = u.valToPos(t, "x", true);
+      ctx.fillStyle = css("--accent");
+      ctx.fillRect(x - dpr, top, 2 * dpr, h);
+    }
+  }
+
+  function rowData(rank) {
+    const g = rank.gpu, bucket = state.data.range.bucket_s;
+    if (!g) return [[], [], [], []];
+    const memTotal = rank.mem_total_bytes ? rank.mem_total_bytes / 2 ** 30 : null;
+    const memPct = g.mem_gib.map((v) => v == null || !memTotal ? null : 100 * v / memTotal);
+    const powPct = g.power_w.map((v) => v == null || !rank.power_limit_w ? null : 100 * v / rank.power_limit_w);
+    return withGaps(g.ts, [g.util, memPct, powPct], bucket);
+  }
+
+  function readout(rank, idx, u) {
+    const sub = state.rows.get(rank.label).hover;
+    if (idx == null || !rank.gpu) { sub.textContent = rowSubtitle(rank); return; }
+    const ts = u.data[0][idx], g = rank.gpu, i = g.ts.indexOf(ts);
+    if (i < 0) { sub.textContent = rowSubtitle(rank); return; }
+    const v = (a, d) => a[i] == null ? "—" : a[i].toFixed(d);
+    sub.textContent = `${fmtTime(ts)} util ${v(g.util, 0)}% · ${v(g.mem_gib, 1)} GiB · ${v(g.power_w, 0)} W`;
+  }
+
+  function rowSubtitle(rank) {
+    const parts = [];
+    if (rank.gpu_index != null) parts.push("GPU " + rank.gpu_index);
+    if (rank.pid) parts.push("pid " + rank.pid);
+    const prog = progressText(rank.progress);
+    if (prog) parts.push(prog);
+    if (rank.phase_since) parts.push(rank.phase.replace(/_/g, " ") + " for " + fmtDur(state.data.now - rank.phase_since));
+    return parts.join(" · ");
+  }
+
+  function progressText(p) {
+    const out = [];
+    if (p && p.shards && p.shards.total) out.push(`shards ${p.shards.done}/${p.shards.total}`);
+    if (p && p.capture && p.capture.total) out.push(`capture ${p.capture.done}/${p.capture.total}`);
+    return out.join(" · ");
+  }
+
+  function xRange() {
+    const r = state.data.range;
+    return [r.from, r.to];
+  }
+
+  function makeRow(rank) {
+    const row = el("div", "rank-row");
+    row.dataset.rank = rank.label;
+    const meta = el("div", "rank-meta");
+    const head = el("div");
+    head.append(el("span", "rank-label", rank.label), el("span", "phase"));
+    const suspect = el("div", "suspect", "");
+    const hover = el("div", "sub");
+    meta.append(head, suspect, hover);
+    const plotEl = el("div", "rank-plot");
+    row.append(meta, plotEl);
+    const entry = { row, head, suspect, hover, rank };
+    const opts = {
+      width: plotWidth(), height: ROW_H, legend: { show: false },
+      cursor: { sync: { key: SYNC.key, setSeries: false }, drag: { x: true, y: false, setScale: false }, points: { show: false } },
+      scales: { x: { time: true, range: () => xRange() }, y: { range: [0, 105] } },
+      axes: [{ show: false }, { show: false }],
+      series: [{}, { stroke: css("--util"), width: 1.25 }, { stroke: css("--mem"), width: 1.25 }, { stroke: css("--pow"), width: 1 }],
+      hooks: {
+        drawClear: [(u) => drawBands(u, entry.rank)],
+        draw: [(u) => drawMarkers(u, entry.rank)],
+        setCursor: [(u) => readout(entry.rank, u.cursor.idx, u)],
+        setSelect: [onSelect],
+      },
+    };
+    entry.plot = new uPlot(opts, rowData(rank), plotEl);
+    entry.plot.over.addEventListener("click", () => {
+      const u = entry.plot;
+      if (u.select.width > 2 || u.cursor.left == null || u.cursor.left < 0) return;
+      openLogAt(entry.rank.label, u.posToVal(u.cursor.left, "x"));
+    });
+    entry.plot.over.addEventListener("dblclick", (e) => { e.stopPropagation(); setRange("all"); });
+    return entry;
+  }
+
+  function updateRow(entry, rank) {
+    entry.rank = rank;
+    const phase = entry.head.querySelector(".phase");
+    phase.textContent = rank.phase.replace(/_/g, " ");
+    phase.style.background = css("--ph-" + rank.phase);
+    entry.row.classList.toggle("culprit", !!rank.culprit);
+    entry.row.classList.toggle("selected", state.rank === rank.label);
+    entry.suspect.textContent = rank.culprit ? "suspected culprit" : "";
+    entry.hover.textContent = rowSubtitle(rank);
+    entry.row.title = rank.last_log ? "last log: " + rank.last_log : "";
+    entry.plot.setData(rowData(rank));
+  }
+
+  function renderRows(data) {
+    const tl = $("timeline");
+    const key = data.ranks.map((r) => (r.host || "") + "/" + r.label).join(",");
+    if (key !== state.rowKey) {
+      state.rows.forEach((e) => e.plot.destroy());
+      state.rows.clear();
+      tl.replaceChildren();
+      if (!data.ranks.length) {
+        tl.append(el("p", "empty", "No engine rank seen for this launch yet: rows appear when the agent reports its processes."));
+      }
+      let group = null, host;
+      for (const rank of data.ranks) {
+        if (!group || rank.host !== host) {
+          host = rank.host;
+          group = el("div", "host-group");
+          group.append(el("div", "host-label", host || "unknown host"));
+          tl.append(group);
+        }
+        const entry = makeRow(rank);
+        state.rows.set(rank.label, entry);
+        group.append(entry.row);
+      }
+      state.rowKey = key;
+    }
+    for (const rank of data.ranks) updateRow(state.rows.get(rank.label), rank);
+  }
+
+  // --- engine charts -----------------------------------------------------------------------------------
+  function engineChart(id, series, cols) {
+    const box = $(id);
+    if (!box) return;
+    const hasData = cols.some((c) => c.some((v) => v != null));
+    let chart = state.charts[id];
+    if (!hasData) {
+      if (chart) { chart.destroy(); delete state.charts[id]; }
+      box.replaceChildren(el("div", "nodata", "no data in this range"));
+      return;
+    }
+    const data = cols;
+    if (!chart) {
+      box.replaceChildren();
+      box.classList.toggle("banded", series.length === 3 && !!series[1].band);
+      chart = new uPlot({
+        width: box.clientWidth || 400, height: 150,
+        cursor: { sync: { key: SYNC.key, setSeries: false }, drag: { x: true, y: false, setScale: false } },
+        scales: { x: { time: true, range: () => xRange() } },
+        axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") }, ticks: { stroke: css("--line") } },
+          { stroke: css("--muted"), grid: { stroke: css("--line") }, ticks: { stroke: css("--line") }, size: 50 }],
+        series: [{}, ...series],
+        bands: series.length === 3 && series[1].band ? [{ series: [2, 0], fill: series[0].fill }, { series: [0, 1], fill: series[0].fill }] : [],
+        hooks: { setSelect: [onSelect] },
+      }, data, box);
+      chart.over.addEventListener("dblclick", (e) => { e.stopPropagation(); setRange("all"); });
+      state.charts[id] = chart;
+    } else {
+      chart.setData(data);
+    }
+  }
+
+  function renderEngine(data) {
+    const e = data.engine, bucket = data.range.bucket_s;
+    const band = (key, color, label, digits) => {
+      const s = e[key];
+      const cols = withGaps(s.ts, [s.mean, s.min, s.max], bucket);
+      const src = $("src-" + key);
+      if (src) src.textContent = s.source ? "· " + s.source : "";
+      engineChart("chart-" + key, [
+        { label, stroke: color, width: 1.5, fill: color + "22", value: (u, v) => v == null ? "—" : v.toFixed(digits) },
+        { label: "min", stroke: "transparent", band: true, points: { show: false } },
+        { label: "max", stroke: "transparent", band: true, points: { show: false } },
+      ], cols);
+    };
+    band("accept_len", css("--ok"), "accept length", 2);
+    band("accept_rate", css("--accent"), "accept rate", 2);
+    band("gen_throughput", css("--pow"), "token/s", 0);
+    const run = e.running, que = e.queued;
+    const ts = Array.from(new Set([...run.ts, ...que.ts])).sort((a, b) => a - b);
+    const pick = (s) => { const m = new Map(s.ts.map((t, i) => [t, s.mean[i]])); return ts.map((t) => m.has(t) ? m.get(t) : null); };
+    engineChart("chart-requests", [
+      { label: "running", stroke: css("--util"), width: 1.5, spanGaps: true },
+      { label: "queued", stroke: css("--bad"), width: 1.5, spanGaps: true },
+    ], withGaps(ts, [pick(run), pick(que)], bucket));
+    const pp = $("per-position");
+    if (pp) {
+      pp.hidden = !e.per_position;
+      if (e.per_position) {
+        const bars = $("per-position-bars");
+        bars.replaceChildren(...e.per_position.rates.map((r, i) => {
+          const row = el("div", "pp-bar");
+          const bar = el("span", "bar"), fill = el("i");
+          fill.style.width = (100 * r).toFixed(1) + "%";
+          bar.append(fill);
+          row.append(el("span", null, "position " + i), bar, el("span", null, (100 * r).toFixed(0) + "%"));
+          return row;
+        }));
+      }
+    }
+  }
+
+  // --- header, incidents, legend -----------------------------------------------------------------------
+  function renderHeader(data) {
+    const st = $("launch-status");
+    if (st) { st.textContent = data.launch.status; st.className = "status status-" + data.launch.status; }
+    const prog = $("launch-progress");
+    if (prog) {
+      const counts = {};
+      data.ranks.forEach((r) => { counts[r.phase] = (counts[r.phase] || 0) + 1; });
+      const phases = Object.entries(counts).map(([p, n]) => `${n} ${p.replace(/_/g, " ")}`).join(", ");
+      const parts = [data.ranks.length + " ranks" + (phases ? ": " + phases : "")];
+      const lp = progressText(data.progress);
+      if (lp) parts.push(lp);
+      prog.textContent = parts.join(" · ");
+    }
+    const strip = $("launch-incidents");
+    if (strip) {
+      strip.replaceChildren(...data.incidents.map((i) => {
+        const a = el("a", i.status === "open" ? "" : "resolved");
+        a.href = "/incidents/" + i.id;
+        a.append(el("b", null, i.kind + (i.culprit ? " — " + i.culprit : "") + ": "), document.createTextNode(i.summary));
+        return a;
+      }));
+    }
+    const label = $("range-label");
+    if (label) label.textContent = `${fmtTime(data.range.from)} – ${fmtTime(data.range.to)} UTC (${fmtDur(data.range.to - data.range.from)}` + (data.range.bucket_s > 1.01 ? `, ${data.range.bucket_s.toFixed(1)} s per point)` : ")");
+    updateShare();
+    const legend = $("phase-legend");
+    if (legend && !legend.childElementCount) {
+      for (const p of PHASES) {
+        const item = el("span");
+        const sw = el("i");
+        sw.style.background = css("--ph-" + p);
+        item.append(sw, document.createTextNode(p.replace(/_/g, " ")));
+        legend.append(item);
+      }
+    }
+  }
+
+  function render(data) {
+    renderHeader(data);
+    renderRows(data);
+    renderEngine(data);
+    populateRanks(data);
+    document.body.dataset.timelineRendered = String(Date.now());
+  }
+
+  // --- range -------------------------------------------------------------------------------------------
+  function onSelect(u) {
+    if (u.select.width < 3) return;
+    const a = u.posToVal(u.select.left, "x"), b = u.posToVal(u.select.left + u.select.width, "x");
+    u.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
+    state.from = a; state.to = b; state.span = null; state.follow = false;
+    if (followBox) followBox.checked = false;
+    pushUrl();
+    load();
+  }
+
+  function setRange(r) {
+    state.to = null;
+    if (r === "all") { state.from = cfg.from_default ?? null; state.span = null; }
+    else { state.span = Number(r); state.from = null; }
+    state.follow = true;
+    if (followBox) followBox.checked = true;
+    pushUrl();
+    load();
+  }
+
+  function updateShare() {
+    const share = $("share-link"), r = state.data && state.data.range;
+    if (!share || !r) return;
+    share.href = `/launches/${cfg.launch_id}?from=${Math.floor(r.from)}&to=${Math.ceil(r.to)}` + (state.rank ? "&rank=" + encodeURIComponent(state.rank) : "");
+  }
+
+  function pushUrl() {
+    updateShare();
+    const q = new URLSearchParams();
+    if (!state.follow && state.from != null) q.set("from", Math.floor(state.from));
+    if (!state.follow && state.to != null) q.set("to", Math.ceil(state.to));
+    if (state.rank) q.set("rank", state.rank);
+    if (document.body.dataset.page === "launches") history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q : ""));
+  }
+
+  document.querySelectorAll("[data-range]").forEach((b) => b.addEventListener("click", () => setRange(b.dataset.range)));
+  if (followBox) followBox.addEventListener("change", () => {
+    state.follow = followBox.checked;
+    if (state.follow) { state.to = null; load(); }
+    pushUrl();
+  });
+
+  window.addEventListener("resize", () => {
+    clearTimeout(state.resizeTimer);
+    state.resizeTimer = setTimeout(() => {
+      state.rows.forEach((e) => e.plot.setSize({ width: plotWidth(), height: ROW_H }));
+      Object.entries(state.charts).forEach(([id, c]) => c.setSize({ width: $(id).clientWidth, height: 150 }));
+    }, 150);
+  });
+
+  // --- log panel ---------------------------------------------------------------------------------------
+  const log = { box: $("log"), lastId: null, anchor: null };
+
+  function populateRanks(data) {
+    const sel = $("log-rank");
+    if (!sel) return;
+    const have = Array.from(sel.options).map((o) => o.value).join(",");
+    const want = ["", ...data.ranks.map((r) => r.label)].join(",");
+    if (have === want) return;
+    sel.replaceChildren(el("option", null, "all ranks"));
+    sel.options[0].value = "";
+    for (const r of data.ranks) {
+      const o = el("option", null, r.label + (r.host ? " (" + r.host + ")" : ""));
+      o.value = r.label;
+      sel.append(o);
+    }
+    sel.value = state.rank;
+  }
+
+  function logLine(l) {
+    const row = el("div", "log-line sev-" + l.severity);
+    row.dataset.id = l.id;
+    row.dataset.ts = l.ts;
+    row.append(el("span", "t", fmtTime(l.ts) + "." + String(Math.floor((l.ts % 1) * 1000)).padStart(3, "0")),
+      el("span", "r", l.rank || "—"), el("span", "s", l.severity), el("span", "m", l.message));
+    row.title = l.kind + (l.source ? " · " + l.source : "");
+    return row;
+  }
+
+  async function loadLog(opts) {
+    if (!log.box) return;
+    const q = new URLSearchParams({ severity: $("log-severity").value, limit: "300" });
+    if (state.rank) q.set("rank", state.rank);
+    const text = $("log-q").value.trim();
+    if (text) q.set("q", text);
+    if (opts && opts.around != null) q.set("around", opts.around.toFixed(3));
+    if (opts && opts.after) q.set("after_id", String(log.lastId));
+    const resp = await fetch(`/api/v1/launches/${cfg.launch_id}/logs?${q}`);
+    if (!resp.ok) { $("log-status").textContent = "log unavailable: " + resp.statusText; return; }
+    const body = await resp.json();
+    const atBottom = log.box.scrollTop + log.box.clientHeight >= log.box.scrollHeight - 20;
+    if (opts && opts.after) {
+      body.lines.forEach((l) => log.box.append(logLine(l)));
+      while (log.box.childElementCount > 2000) log.box.firstElementChild.remove();
+    } else {
+      log.box.replaceChildren(...body.lines.map(logLine));
+      if (!body.lines.length) log.box.append(el("div", "empty", "no log line matches"));
+    }
+    if (body.lines.length) log.lastId = Math.max(log.lastId || 0, ...body.lines.map((l) => l.id));
+    $("log-status").textContent = (state.rank || "all ranks") + (opts && opts.around != null ? " around " + fmtTime(opts.around) + " UTC" : "");
+    if (body.anchor_id != null) {
+      const a = log.box.querySelector(`[data-id="${body.anchor_id}"]`);
+      if (a) { a.classList.add("anchor"); a.scrollIntoView({ block: "center" }); }
+    } else if (!opts || !opts.around) {
+      if (atBottom || !(opts && opts.after)) log.box.scrollTop = log.box.scrollHeight;
+    }
+  }
+
+  function openLogAt(rank, ts) {
+    state.rank = rank;
+    const sel = $("log-rank");
+    if (sel) sel.value = rank;
+    const tail = $("log-follow");
+    if (tail) tail.checked = false;
+    state.rows.forEach((e, label) => e.row.classList.toggle("selected", label === rank));
+    pushUrl();
+    loadLog({ around: ts });
+  }
+
+  if (log.box) {
+    $("log-rank").addEventListener("change", (e) => { state.rank = e.target.value; pushUrl(); loadLog(); state.rows.forEach((r, l) => r.row.classList.toggle("selected", l === state.rank)); });
+    $("log-severity").addEventListener("change", () => loadLog());
+    let t = null;
+    $("log-q").addEventListener("input", () => { clearTimeout(t); t = setTimeout(() => loadLog(), 300); });
+    $("log-follow").addEventListener("change", (e) => { if (e.target.checked) loadLog(); });
+  }
+
+  // --- live --------------------------------------------------------------------------------------------
+  let pending = null;
+  document.body.addEventListener("sw-tick", () => {
+    if (!state.follow || pending) return;
+    // coalesce bursts of ticks (two agents' batches land together) into one refetch
+    pending = setTimeout(() => {
+      pending = null;
+      load();
+      const tail = $("log-follow");
+      if (log.box && tail && tail.checked) loadLog(log.lastId != null ? { after: true } : undefined);
+    }, 150);
+  });
+
+  load();
+  if (log.box) {
+    if (cfg.rank && cfg.from != null) loadLog({ around: cfg.from + (cfg.to - cfg.from) / 2 });
+    else loadLog();
+  }
+})();
