@@ -51,7 +51,9 @@ class ScenarioResult:
         return all(m.ok for m in self.matches) and not self.false_positives
 
 
-def run_scenario(name: str, cfg: DetectConfig | None = None, seed: int = 0, tick_s: float = 2.0, scrape_s: float = 5.0) -> ScenarioResult:
+def run_scenario(
+    name: str, cfg: DetectConfig | None = None, seed: int = 0, tick_s: float = 2.0, scrape_s: float = 5.0
+) -> ScenarioResult:
     from agents.logparse import LogParser
     from agents.sim import SimCluster, load_scenario
 
@@ -70,7 +72,9 @@ def run_scenario(name: str, cfg: DetectConfig | None = None, seed: int = 0, tick
                 key = (host, line.file)
                 p = parsers.get(key)
                 if p is None:
-                    p = parsers[key] = LogParser(default_rank=rank_from_filename(line.file), source=f"log:{line.file}")
+                    p = parsers[key] = LogParser(
+                        default_rank=rank_from_filename(line.file), source=f"log:{line.file}"
+                    )
                 events += p.feed(line.text, now=line.ts)
             for p in parsers.values():
                 if p.pending:
@@ -150,7 +154,10 @@ def _result_json(r: ScenarioResult) -> dict[str, Any]:
             }
             for m in r.matches
         ],
-        "false_positives": [{"kind": i.kind, "opened_at_s": round(i.opened_at - T0, 1), "summary": i.summary} for i in r.false_positives],
+        "false_positives": [
+            {"kind": i.kind, "opened_at_s": round(i.opened_at - T0, 1), "summary": i.summary}
+            for i in r.false_positives
+        ],
         "consequences": [{"kind": i.kind, "opened_at_s": round(i.opened_at - T0, 1)} for i in r.consequences],
     }
 
@@ -158,18 +165,24 @@ def _result_json(r: ScenarioResult) -> dict[str, Any]:
 def _print_human(results: list[ScenarioResult]) -> None:
     print(f"{'scenario':<22} {'expected':<34} {'detected':<34} {'latency':>8}  result")
     for r in results:
-        rows = r.matches or [None]
+        rows: list[Match | None] = list(r.matches) or [None]
         for m in rows:
             if m is None:
                 exp, det, lat = "nothing (healthy)", "nothing" if not r.false_positives else "", ""
             else:
                 exp = f"{m.kind} {m.culprit or ''}".strip()
-                det = f"{m.detected.kind} {m.detected.culprit_at_open or ''}".strip() if m.detected else "MISSED"
+                det = (
+                    f"{m.detected.kind} {m.detected.culprit_at_open or ''}".strip()
+                    if m.detected
+                    else "MISSED"
+                )
                 lat = "" if m.latency_s is None else f"{m.latency_s:6.1f} s"
             verdict = "ok" if r.passed else "FAIL"
             print(f"{r.name:<22} {exp:<34} {det:<34} {lat:>8}  {verdict}")
         for fp in r.false_positives:
-            print(f"{'':<22} {'false positive:':<34} {fp.kind + ' ' + (fp.culprit or ''):<34} {fp.opened_at - T0:7.0f}s  {fp.summary[:90]}")
+            print(
+                f"{'':<22} {'false positive:':<34} {fp.kind + ' ' + (fp.culprit or ''):<34} {fp.opened_at - T0:7.0f}s  {fp.summary[:90]}"
+            )
     s = summary(results)
     print(
         f"\n{s['passed']}/{s['scenarios']} scenarios pass; {s['detected']}/{s['expected']} faults detected, "
@@ -185,14 +198,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in scenario_names()]
     if unknown:
         raise CommandError(f"no scenario named {', '.join(unknown)} (have: {', '.join(scenario_names())})")
+    from app.settings import Settings
+
+    cfg = Settings().detect  # SPECWATCH_DETECT__* apply: evaluate a threshold change before deploying it
     results = []
     for n in names:
-        results.append(run_scenario(n, seed=args.seed))
+        results.append(run_scenario(n, cfg=cfg, seed=args.seed))
         if not args.json:
             print(f"  ran {n}", file=sys.stderr)
     ok = passed(results)
     if args.json:
-        print(json.dumps({"passed": ok, "summary": summary(results), "scenarios": [_result_json(r) for r in results]}, indent=2))
+        print(
+            json.dumps(
+                {"passed": ok, "summary": summary(results), "scenarios": [_result_json(r) for r in results]},
+                indent=2,
+            )
+        )
     else:
         _print_human(results)
     return 0 if ok else 1

@@ -45,7 +45,9 @@ def metric_samples(text: str, ts: float) -> list[wire.MetricSample]:
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
                 if s.name in DETECTOR_METRICS:
-                    out.append(wire.MetricSample(ts=ts, name=s.name, value=float(s.value), labels=dict(s.labels)))
+                    out.append(
+                        wire.MetricSample(ts=ts, name=s.name, value=float(s.value), labels=dict(s.labels))
+                    )
     except ValueError:
         return out  # a truncated scrape: keep what parsed
     return out
@@ -124,17 +126,31 @@ class OfflineRun:
             f = d.finding
             if d.action == "open" and f is not None:
                 rec = IncidentRecord(
-                    d.key, f.kind, d.at, f.culprit, f.culprit, list(f.ranks), f.summary, list(f.evidence),
-                    f.confidence, list(f.confirmed_by),
+                    d.key,
+                    f.kind,
+                    d.at,
+                    f.culprit,
+                    f.culprit,
+                    list(f.ranks),
+                    f.summary,
+                    list(f.evidence),
+                    f.confidence,
+                    list(f.confirmed_by),
                 )
                 self.incidents.append(rec)
                 self._open[d.key] = rec
                 continue
-            rec = self._open.get(d.key)
-            if rec is None:
+            current = self._open.get(d.key)
+            if current is None:
                 continue
+            rec = current
             if d.action in ("upgrade", "update") and f is not None:
-                rec.culprit, rec.ranks, rec.summary, rec.evidence = f.culprit or rec.culprit, list(f.ranks), f.summary, list(f.evidence)
+                rec.culprit, rec.ranks, rec.summary, rec.evidence = (
+                    f.culprit or rec.culprit,
+                    list(f.ranks),
+                    f.summary,
+                    list(f.evidence),
+                )
                 rec.confirmed_by = sorted({*rec.confirmed_by, *f.confirmed_by})
                 if d.action == "upgrade":
                     rec.confidence, rec.upgraded_at = "confirmed", d.at

@@ -478,7 +478,9 @@ def _serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None
                 st.dirty.add(other.label)
     acc_len, acc_rate = _float(f.get("accept_len")), _float(f.get("accept_rate"))
     if acc_len is not None and acc_len < 1.0:
-        acc_len = None  # below 1 is impossible while speculating: no verify step ran (an idle server prints 0)
+        acc_len = (
+            None  # below 1 is impossible while speculating: no verify step ran (an idle server prints 0)
+        )
     if running == 0:
         acc_len = acc_rate = None  # nothing decoded: the numbers say nothing about the draft
     if acc_len is not None or acc_rate is not None:

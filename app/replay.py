@@ -38,7 +38,9 @@ def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]
     return out
 
 
-def replay(paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2.0) -> tuple[OfflineRun, list[tuple[str, wire.Event]]]:
+def replay(
+    paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2.0
+) -> tuple[OfflineRun, list[tuple[str, wire.Event]]]:
     # logs carry no agent heartbeat: silence in them is never an agent going away
     cfg = (cfg or DetectConfig()).model_copy(update={"agent_silent_enabled": False})
     run = OfflineRun(cfg, tick_s=tick_s)
@@ -50,7 +52,8 @@ def replay(paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2
         run.advance(ev.ts)
         run.events(host, [ev])
     if events:
-        run.advance(events[-1][1].ts)
+        # judge the state the last lines left (a confirmed signal opens at once, a suspicion after open_after_s)
+        run.advance(events[-1][1].ts + cfg.open_after_s + 2 * tick_s)
     return run, events
 
 
@@ -76,7 +79,9 @@ def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, A
         r = st.ranks[label]
         ranks[label] = {
             "phase": r.phase,
-            "phases": [{"phase": p.phase, "started_at": p.started_at, "ended_at": p.ended_at} for p in r.phases],
+            "phases": [
+                {"phase": p.phase, "started_at": p.started_at, "ended_at": p.ended_at} for p in r.phases
+            ],
             "last_progress_at": r.last_progress_at,
             "last_progress": r.last_progress_what,
             "last_log": r.last_log,
@@ -101,13 +106,19 @@ def _t(ts: float | None) -> str:
 
 def print_human(rep: dict[str, Any]) -> None:
     span = rep["files_span"]
-    print(f"{rep['events']} events from {_t(span['first'])} to {_t(span['last'])} UTC" if span else "no events")
+    print(
+        f"{rep['events']} events from {_t(span['first'])} to {_t(span['last'])} UTC" if span else "no events"
+    )
     incs = rep["incidents"]
-    print(f"\nINCIDENTS ({len(incs)})" if incs else "\nINCIDENTS: none — nothing stalled, crashed or misbehaved")
+    print(
+        f"\nINCIDENTS ({len(incs)})" if incs else "\nINCIDENTS: none — nothing stalled, crashed or misbehaved"
+    )
     for inc in incs:
         end = f"resolved {_t(inc['resolved_at'])}" if inc["resolved_at"] else "still open at end of log"
         culprit = f" culprit {inc['culprit']}" if inc["culprit"] else ""
-        print(f"\n  {inc['kind'].upper()}{culprit} [{inc['confidence']}]  opened {_t(inc['opened_at'])}, {end}")
+        print(
+            f"\n  {inc['kind'].upper()}{culprit} [{inc['confidence']}]  opened {_t(inc['opened_at'])}, {end}"
+        )
         print(f"  {inc['summary']}")
         for e in inc["evidence"][:10]:
             rank = f" {e['rank']}" if e["rank"] else ""
@@ -115,7 +126,9 @@ def print_human(rep: dict[str, Any]) -> None:
     print("\nRANKS")
     for label, r in rep["ranks"].items():
         path = " → ".join(p["phase"] for p in r["phases"])
-        print(f"  {label:<10} {r['phase']:<20} last progress {_t(r['last_progress_at'])} ({str(r['last_progress'])[:60]})")
+        print(
+            f"  {label:<10} {r['phase']:<20} last progress {_t(r['last_progress_at'])} ({str(r['last_progress'])[:60]})"
+        )
         print(f"  {'':<10} {path}")
     a = rep["acceptance"]
     print("\nACCEPTANCE")
@@ -123,7 +136,9 @@ def print_human(rep: dict[str, Any]) -> None:
         print("  no decode reports" + (" (speculative decoding configured)" if a["speculative"] else ""))
     else:
         rate = f", accept rate mean {a['accept_rate_mean']}" if a["accept_rate_mean"] is not None else ""
-        print(f"  {a['reports']} decode reports: accept length mean {a['accept_len_mean']} (min {a['accept_len_min']}, max {a['accept_len_max']}){rate}")
+        print(
+            f"  {a['reports']} decode reports: accept length mean {a['accept_len_mean']} (min {a['accept_len_min']}, max {a['accept_len_max']}){rate}"
+        )
     for w in a["weights_warnings"][:3]:
         print(f"  draft weights warning: {w[:200]}")
 
@@ -133,7 +148,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise CommandError(f"cannot read {', '.join(missing)}: no such file")
-    run, events = replay(paths)
+    from app.settings import Settings
+
+    run, events = replay(paths, cfg=Settings().detect)
     if not events:
         raise CommandError("no engine log lines with timestamps in " + ", ".join(args.files), exit_code=1)
     rep = report(run, events)

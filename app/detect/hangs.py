@@ -113,9 +113,13 @@ def odd_one_out(
     for rule in rules:
         odd, reason = rule()
         if odd:
-            ev = [evidence(by_label[o].gpu_ts, o, "GPU", signature(by_label[o])) for o in odd[:4]]
+            ev = [
+                evidence(by_label[o].gpu_ts, o, "GPU", signature(by_label[o]))
+                for o in odd[:4]
+                if by_label[o].gpu_ts
+            ]
             peers = [r for r in ranks if r.label not in odd]
-            if peers:
+            if peers and any(p.gpu_ts is not None for p in peers):
                 common = Counter(signature(p) for p in peers).most_common(1)[0][0]
                 ev.append(evidence(now, None, f"{len(peers)} peers' GPUs", f"e.g. {common}"))
             return odd, ev, reason
@@ -278,7 +282,8 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
             now,
             None,
             "no progress for",
-            f"{longest:.0f} s in {phase}, every rank: " + ", ".join(sorted({working(st, r, now, cfg) or "no sign of work" for r in live})),
+            f"{longest:.0f} s in {phase}, every rank: "
+            + ", ".join(sorted({working(st, r, now, cfg) or "no sign of work" for r in live})),
         )
     ]
     body += ev
@@ -420,49 +425,43 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
 
 
 def divergence(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:
-    """One rank behind peers that are still moving: not (yet) a launch-wide stall, but on its way."""
+    """A rank whose NCCL work count stopped while its peers' counts still rise: one collective behind, not
+    (yet) a launch-wide stall. Start-up lag is the deadlock rule's business: TP peers block in the next
+    collective within seconds, so a lagging rank there shows as a stall with that rank as the culprit."""
     live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
     if len(live) < 2:
         return None
-    moving = [r for r in live if quiet_for(r, now) <= cfg.divergence_s]
-    nccl_moving = [
-        r for r in live if r.nccl_completed_at is not None and now - r.nccl_completed_at <= cfg.divergence_s
+    odd, reason = _behind_in_nccl(live)
+    if not odd:
+        return None
+    window = cfg.divergence_s
+    moving = [
+        r
+        for r in live
+        if r.label not in odd and r.nccl_completed_at is not None and now - r.nccl_completed_at <= window
     ]
-    for rule, peers_moving in (
-        (lambda: _behind_in_milestones(live), moving),
-        (lambda: _behind_in_nccl(live), nccl_moving),
-    ):
-        odd, reason = rule()
-        if not odd or not [p for p in peers_moving if p.label not in odd]:
-            continue
-        behind = [r for r in live if r.label in odd]
-        if rule is not None and peers_moving is nccl_moving:
-            still = any(
-                r.nccl_completed_at is None or now - r.nccl_completed_at <= cfg.divergence_s for r in behind
-            )
-        else:
-            still = any(
-                quiet_for(r, now) <= cfg.divergence_s
-                or loading_progress(st, r, now, cfg)
-                or cpu_busy(r, now, cfg)
-                for r in behind
-            )
-        if still:
-            continue  # the slow rank is still working: let it catch up
-        moving = [p for p in peers_moving if p.label not in odd]
-        r = behind[0]
-        return Finding(
-            key=f"divergence:{st.key}",
-            kind="rank_divergence",
-            launch=st.key,
-            summary=f"{r.label} is behind peers that still move: {reason}.",
-            culprit=r.label if len(odd) == 1 else None,
-            ranks=odd,
-            evidence=[
-                evidence(r.last_progress_at, r.label, "last progress", r.last_progress_what),
-                evidence(r.gpu_ts, r.label, "GPU", signature(r)),
-                evidence(now, None, "peers still moving", ", ".join(p.label for p in moving[:8])),
-            ],
-            since=r.last_progress_at + cfg.divergence_s,
-        )
-    return None
+    behind = [r for r in live if r.label in odd]
+    if not moving or any(r.nccl_completed_at is None or now - r.nccl_completed_at <= window for r in behind):
+        return None
+    r = behind[0]
+    ev = [
+        evidence(
+            r.nccl_completed_at,
+            r.label,
+            "NCCL work completed",
+            f"{r.nccl_completed} (enqueued {r.nccl_enqueued})",
+        ),
+        evidence(now, None, "peers still completing work", ", ".join(p.label for p in moving[:8])),
+    ]
+    if r.gpu_ts is not None:
+        ev.append(evidence(r.gpu_ts, r.label, "GPU", signature(r)))
+    return Finding(
+        key=f"divergence:{st.key}",
+        kind="rank_divergence",
+        launch=st.key,
+        summary=f"{r.label} is behind peers that still move: {reason}.",
+        culprit=r.label if len(odd) == 1 else None,
+        ranks=odd,
+        evidence=ev,
+        since=(r.nccl_completed_at or now) + window,
+    )
