@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from app import __version__, leader, retention, web
+from app import __version__, alerts, leader, promexport, retention, web
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
 from app.db import is_sqlite, make_engine, session_factory, transaction
@@ -62,6 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         stop.set()
         for t in tasks:
             await t
+        for close in app.state.closers:
+            await asyncio.to_thread(close)
         engine.dispose()
 
     app = FastAPI(
@@ -78,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # SQLite has one writer at a time: queueing writers here is fairer and cheaper than its busy-retry sleeps
     app.state.write_lock = threading.Lock() if is_sqlite(url) else contextlib.nullcontext()
     app.state.after_ingest = []
+    app.state.closers = []  # called at shutdown, after the jobs stopped (e.g. wait for webhooks in flight)
 
     def prune_job(now: float) -> None:
         with transaction(app.state.sessions) as s:
@@ -119,6 +122,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         Job("prune", settings.prune_interval_s, prune_job, leader_only=True),
         Job("detect", settings.detect_interval_s, detect_job, leader_only=True),
     ]
+    alerts.attach(app)
+    promexport.attach(app)
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(DBAPIError)

@@ -286,6 +286,8 @@ class AlertReceiver(Base):
     kinds: Mapped[list[Any]] = mapped_column(default=list)  # empty: every kind
     enabled: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[float] = mapped_column(Float)
+    # removed receivers stay (their delivery history refers to them) but are hidden and never sent to
+    removed_at: Mapped[float | None] = mapped_column(Float)
 
 
 class AlertDelivery(Base):
@@ -297,13 +299,20 @@ class AlertDelivery(Base):
     delivery_id: Mapped[str] = mapped_column(String(64), unique=True)
     receiver_id: Mapped[int] = mapped_column(ForeignKey("alert_receivers.id"), index=True)
     change_id: Mapped[int | None] = mapped_column(ForeignKey("incident_changes.id"), index=True)
+    # the incident snapshots the message is rendered from (stable across retries; see app/alerts/outbox.py)
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # opened | upgraded | resolved | reminder: what the message announces
+    event: Mapped[str] = mapped_column(String(16), default="opened")
+    # incidents of one launch that open together share one message: the grouping key
+    launch_id: Mapped[int | None] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(
         String(16), default="pending"
-    )  # pending | sending | delivered | failed
+    )  # pending | sending | delivered | failed | suppressed
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[float] = mapped_column(Float)
     claimed_until: Mapped[float | None] = mapped_column(Float)
+    # which server process holds the claim (several may share one database)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float)
     delivered_at: Mapped[float | None] = mapped_column(Float)
     last_error: Mapped[str | None] = mapped_column(Text)
@@ -329,6 +338,7 @@ class Silence(Base):
     rank: Mapped[str | None] = mapped_column(String(64))
     reason: Mapped[str] = mapped_column(Text, default="")
     created_by: Mapped[str] = mapped_column(String(128), default="")
+    created_at: Mapped[float] = mapped_column(Float, default=0.0)
     starts_at: Mapped[float] = mapped_column(Float)
     ends_at: Mapped[float] = mapped_column(Float)
 

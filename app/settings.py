@@ -53,6 +53,24 @@ class Settings(BaseSettings):
         description="Detection thresholds (docs/detection.md); e.g. SPECWATCH_DETECT__STALL_SERVING_S=30.",
     )
     background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
+    alert_group_wait_s: float = Field(
+        5.0,
+        description="Incidents of one launch that open within this many seconds of each other are sent as "
+        "one message; the first waits this long for the others.",
+    )
+    alert_reminder_interval_s: float = Field(
+        3600.0, description="Repeat a reminder for an incident still open after this long (0: never)."
+    )
+    alert_timeout_s: float = Field(10.0, description="How long one webhook request may take.")
+    alert_retry_initial_s: float = Field(2.0, description="First retry delay of a failed webhook.")
+    alert_retry_max_s: float = Field(300.0, description="Longest delay between two retries of one webhook.")
+    alert_give_up_after_s: float = Field(
+        6 * 3600.0, description="A webhook not delivered this long after it was written is marked failed."
+    )
+    alert_receiver_concurrency: int = Field(
+        2, ge=1, description="Most requests in flight to one receiver (across all server processes)."
+    )
+    alert_poll_interval_s: float = Field(0.5, description="How often the sender looks for due webhooks.")
     leader_lease_s: float = Field(
         8.0,
         description="Lease of the leader role among servers sharing a database; fail-over takes at most this long.",

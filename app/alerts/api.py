@@ -1,0 +1,227 @@
+"""JSON API for receivers, silences and the delivery history (the dashboard's Settings page uses these).
+
+Secrets are write-only: responses say ``"signed": true`` and never echo the secret.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+
+from app.alerts import receivers, silences
+from app.api import SessionsDep
+from app.db import transaction
+from app.models import AlertAttempt, AlertDelivery, AlertReceiver, Silence
+
+router = APIRouter(prefix="/api/v1", tags=["alerts"])
+
+
+class ReceiverIn(BaseModel):
+    url: str = Field(description="http(s) URL the webhook is POSTed to")
+    format: Literal["generic", "slack", "alertmanager"] = "generic"
+    name: str | None = Field(None, description="default: the URL's host name")
+    secret: str | None = Field(None, description="HMAC-SHA256 signing secret (write-only)")
+    kinds: list[str] = Field(default_factory=list, description="incident kinds to send; empty: all")
+
+
+class ReceiverPatch(BaseModel):
+    enabled: bool
+
+
+class SilenceIn(BaseModel):
+    kind: str | None = None
+    launch_id: int | None = None
+    host: str | None = None
+    rank: str | None = None
+    duration: str = Field(description="how long: 30m, 2h, 1d, 1h30m or seconds")
+    reason: str = ""
+    created_by: str = ""
+
+
+@router.get("/receivers")
+def list_receivers(sessions: SessionsDep) -> list[dict[str, Any]]:
+    """Configured receivers with their delivery counts by status."""
+    with sessions() as s:
+        counts = receivers.delivery_counts(s)
+        return [receivers.as_dict(r, counts.get(r.id)) for r in receivers.listed(s)]
+
+
+@router.post("/receivers", status_code=201, responses={409: {}, 422: {}})
+def add_receiver(body: ReceiverIn, sessions: SessionsDep) -> dict[str, Any]:
+    try:
+        with transaction(sessions) as s:
+            row = receivers.create(
+                s,
+                url=body.url,
+                fmt=body.format,
+                now=time.time(),
+                name=body.name,
+                secret=body.secret,
+                kinds=body.kinds,
+            )
+            return receivers.as_dict(row)
+    except receivers.ReceiverExists as exc:
+        raise HTTPException(409, str(exc)) from exc
+    except receivers.ReceiverError as exc:
+        raise HTTPException(422, str(exc)) from exc
+
+
+def _receiver(s: Any, ref: int) -> AlertReceiver:
+    row = receivers.find(s, ref)
+    if row is None:
+        raise HTTPException(404, f"no receiver with id {ref}")
+    return row
+
+
+@router.patch("/receivers/{receiver_id}")
+def patch_receiver(receiver_id: int, body: ReceiverPatch, sessions: SessionsDep) -> dict[str, Any]:
+    """Pause (``enabled: false``) or resume a receiver; paused receivers get no new deliveries."""
+    with transaction(sessions) as s:
+        row = _receiver(s, receiver_id)
+        row.enabled = body.enabled
+        return receivers.as_dict(row)
+
+
+@router.delete("/receivers/{receiver_id}", status_code=204)
+def delete_receiver(receiver_id: int, sessions: SessionsDep) -> Response:
+    with transaction(sessions) as s:
+        receivers.remove(s, _receiver(s, receiver_id), time.time())
+    return Response(status_code=204)
+
+
+@router.post("/receivers/{receiver_id}/test")
+def test_receiver(receiver_id: int, request: Request, sessions: SessionsDep) -> dict[str, Any]:
+    """Send a signed test message now and report the receiver's answer."""
+    with sessions() as s:
+        row = _receiver(s, receiver_id)
+    settings = request.app.state.settings
+    delivery_id, outcome = receivers.send_test(row, public_url(settings), settings.alert_timeout_s)
+    return {
+        "delivery_id": delivery_id,
+        "ok": outcome.ok,
+        "http_status": outcome.http_status,
+        "error": outcome.error,
+        "answer": outcome.answer,
+        "duration_ms": round(outcome.duration_ms, 1),
+    }
+
+
+@router.get("/silences")
+def list_silences(
+    sessions: SessionsDep, include_expired: bool = False, limit: Annotated[int, Query(ge=1, le=1000)] = 200
+) -> list[dict[str, Any]]:
+    """Active silences (and, with include_expired, ended ones too), newest first."""
+    now = time.time()
+    with sessions() as s:
+        stmt = select(Silence).order_by(Silence.id.desc()).limit(limit)
+        if not include_expired:
+            stmt = stmt.where(Silence.ends_at > now)
+        return [silences.as_dict(r, now) for r in s.execute(stmt).scalars()]
+
+
+@router.post("/silences", status_code=201, responses={422: {}})
+def add_silence(body: SilenceIn, sessions: SessionsDep) -> dict[str, Any]:
+    now = time.time()
+    try:
+        duration_s = silences.parse_duration(body.duration)
+        with transaction(sessions) as s:
+            row = silences.create(
+                s,
+                now=now,
+                duration_s=duration_s,
+                kind=body.kind or None,
+                launch_id=body.launch_id,
+                host=body.host or None,
+                rank=body.rank or None,
+                reason=body.reason,
+                created_by=body.created_by,
+            )
+            return silences.as_dict(row, now)
+    except silences.SilenceError as exc:
+        raise HTTPException(422, str(exc)) from exc
+
+
+@router.delete("/silences/{silence_id}")
+def end_silence(silence_id: int, sessions: SessionsDep) -> dict[str, Any]:
+    """End a silence now; it stays listed (include_expired) for the record."""
+    now = time.time()
+    with transaction(sessions) as s:
+        row = silences.end(s, silence_id, now)
+        if row is None:
+            raise HTTPException(404, f"no silence with id {silence_id}")
+        return silences.as_dict(row, now)
+
+
+def delivery_dict(d: AlertDelivery, receiver: str, n_attempts: int) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "delivery_id": d.delivery_id,
+        "receiver_id": d.receiver_id,
+        "receiver": receiver,
+        "event": d.event,
+        "status": d.status,
+        "incident_ids": list((d.payload or {}).get("incident_ids", [])),
+        "launch_id": d.launch_id,
+        "attempts": n_attempts,
+        "created_at": d.created_at,
+        "next_attempt_at": d.next_attempt_at,
+        "delivered_at": d.delivered_at,
+        "last_error": d.last_error,
+    }
+
+
+@router.get("/deliveries")
+def list_deliveries(
+    sessions: SessionsDep,
+    status: Literal["pending", "sending", "delivered", "failed", "suppressed"] | None = None,
+    receiver_id: int | None = None,
+    incident_id: int | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[dict[str, Any]]:
+    """The outbox, newest first: what was sent, what is waiting, what failed and why."""
+    D, R = AlertDelivery, AlertReceiver
+    n_attempts = select(func.count()).where(AlertAttempt.delivery_id == D.id).correlate(D).scalar_subquery()
+    with sessions() as s:
+        stmt = select(D, R.name, n_attempts).join(R, R.id == D.receiver_id).order_by(D.id.desc()).limit(limit)
+        if status:
+            stmt = stmt.where(D.status == status)
+        if receiver_id is not None:
+            stmt = stmt.where(D.receiver_id == receiver_id)
+        rows = [delivery_dict(d, name, n) for d, name, n in s.execute(stmt)]
+    if incident_id is not None:
+        rows = [r for r in rows if incident_id in r["incident_ids"]]
+    return rows
+
+
+@router.get("/deliveries/{delivery_id}")
+def get_delivery(delivery_id: str, sessions: SessionsDep) -> dict[str, Any]:
+    """One delivery (by its uuid or row id) with every attempt."""
+    D, R = AlertDelivery, AlertReceiver
+    with sessions() as s:
+        cond = D.delivery_id == delivery_id
+        if delivery_id.isdigit():
+            cond = cond | (D.id == int(delivery_id))
+        row = s.execute(select(D, R.name).join(R, R.id == D.receiver_id).where(cond)).first()
+        if row is None:
+            raise HTTPException(404, f"no delivery {delivery_id!r}")
+        d, name = row
+        attempts = (
+            s.execute(select(AlertAttempt).where(AlertAttempt.delivery_id == d.id).order_by(AlertAttempt.id))
+            .scalars()
+            .all()
+        )
+        out = delivery_dict(d, name, len(attempts))
+        out["attempt_log"] = [
+            {"at": a.at, "http_status": a.http_status, "error": a.error, "duration_ms": a.duration_ms}
+            for a in attempts
+        ]
+        out["payload"] = d.payload
+        return out
+
+
+def public_url(settings: Any) -> str:
+    return str(settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")

@@ -1,0 +1,161 @@
+"""Alert receivers: validation, storage and the one-off test message."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from app.alerts.formats import FORMATS, KIND_TITLES, Message, render
+from app.alerts.sender import Claimed, Outcome, post
+from app.models import AlertDelivery, AlertReceiver
+
+
+class ReceiverError(ValueError):
+    """Bad receiver configuration, said in one sentence."""
+
+
+class ReceiverExists(ReceiverError):
+    """The name is taken."""
+
+
+def validate_url(url: str) -> str:
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ReceiverError(f"receiver URL must start with http:// or https://, got {url!r}")
+    if not parts.hostname:
+        raise ReceiverError(f"receiver URL {url!r} has no host")
+    try:
+        _ = parts.port
+    except ValueError as exc:
+        raise ReceiverError(f"receiver URL {url!r} has an invalid port") from exc
+    return url
+
+
+def validate_kinds(kinds: list[str]) -> list[str]:
+    cleaned = [k.strip() for k in kinds if k.strip()]
+    unknown = [k for k in cleaned if k not in KIND_TITLES or k == "test"]
+    if unknown:
+        known = ", ".join(k for k in KIND_TITLES if k != "test")
+        raise ReceiverError(f"unknown incident kind(s) {', '.join(unknown)}; known kinds: {known}")
+    return cleaned
+
+
+def default_name(url: str) -> str:
+    return urlsplit(url).hostname or "receiver"
+
+
+def create(
+    session: Session,
+    *,
+    url: str,
+    fmt: str,
+    now: float,
+    name: str | None = None,
+    secret: str | None = None,
+    kinds: list[str] | None = None,
+) -> AlertReceiver:
+    url = validate_url(url)
+    if fmt not in FORMATS:
+        raise ReceiverError(f"unknown format {fmt!r}; one of: {', '.join(FORMATS)}")
+    name = (name or default_name(url)).strip()
+    if not name:
+        raise ReceiverError("a receiver needs a non-empty name")
+    if session.execute(select(AlertReceiver.id).where(AlertReceiver.name == name)).first() is not None:
+        raise ReceiverExists(f"a receiver named {name!r} exists already; pick another name")
+    row = AlertReceiver(
+        name=name,
+        url=url,
+        format=fmt,
+        secret=secret or None,
+        kinds=validate_kinds(kinds or []),
+        enabled=True,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def find(session: Session, ref: str | int) -> AlertReceiver | None:
+    """A receiver that has not been removed, by id or by name."""
+    live = AlertReceiver.removed_at.is_(None)
+    if isinstance(ref, int) or str(ref).isdigit():
+        row = session.execute(
+            select(AlertReceiver).where(live, AlertReceiver.id == int(ref))
+        ).scalar_one_or_none()
+        if row is not None:
+            return row
+    return session.execute(
+        select(AlertReceiver).where(live, AlertReceiver.name == str(ref))
+    ).scalar_one_or_none()
+
+
+def listed(session: Session) -> list[AlertReceiver]:
+    return list(
+        session.execute(
+            select(AlertReceiver).where(AlertReceiver.removed_at.is_(None)).order_by(AlertReceiver.id)
+        ).scalars()
+    )
+
+
+def remove(session: Session, row: AlertReceiver, now: float) -> None:
+    """Hide and disable rather than delete while the outbox refers to it: its history stays readable, its
+    unsent messages fail with a reason, and the name is free again."""
+    has_history = session.execute(
+        select(AlertDelivery.id).where(AlertDelivery.receiver_id == row.id).limit(1)
+    ).first()
+    if not has_history:
+        session.delete(row)
+        return
+    row.enabled = False
+    row.removed_at = now
+    row.name = f"{row.name} (removed #{row.id})"
+    session.execute(
+        update(AlertDelivery)
+        .where(AlertDelivery.receiver_id == row.id, AlertDelivery.status == "pending")
+        .values(status="failed", last_error="receiver removed")
+    )
+
+
+def as_dict(row: AlertReceiver, counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """Never includes the secret: only whether one is set."""
+    return {
+        "id": row.id,
+        "name": row.name,
+        "url": row.url,
+        "format": row.format,
+        "kinds": list(row.kinds or []),
+        "signed": bool(row.secret),
+        "enabled": row.enabled,
+        "created_at": row.created_at,
+        "deliveries": counts or {},
+    }
+
+
+def delivery_counts(session: Session) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {}
+    for rid, status, n in session.execute(
+        select(AlertDelivery.receiver_id, AlertDelivery.status, func.count()).group_by(
+            AlertDelivery.receiver_id, AlertDelivery.status
+        )
+    ):
+        out.setdefault(rid, {})[status] = n
+    return out
+
+
+def send_test(row: AlertReceiver, public_url: str, timeout_s: float = 10.0) -> tuple[str, Outcome]:
+    """Send a signed test message now, outside the outbox, and return its delivery id and the outcome
+    (status, error, the receiver's answer)."""
+    delivery_id = f"test-{uuid.uuid4()}"
+    msg = Message(delivery_id, "test", time.time(), [], row.name, public_url)
+    body = orjson.dumps(render(row.format, msg))
+    with httpx.Client(timeout=timeout_s, follow_redirects=False) as client:
+        return delivery_id, post(client, Claimed(0, delivery_id, row.url, row.secret, body, 1))
