@@ -1,7 +1,8 @@
 """Which launch a batch belongs to.
 
 A deployment has at most one open launch. A new engine process opens a new launch when every process of
-the open one has exited (a restart), or when the open launch has been silent for ``STALE_S``.
+the open one has exited (a restart), when a rank reappears as a newer process (a restart whose exits the agent
+never saw), or when the open launch has been silent for ``STALE_S``.
 """
 
 from __future__ import annotations
@@ -58,16 +59,28 @@ def assign(session: Session, host_id: int, batch: wire.IngestBatch, now: float) 
 
 
 def _is_restart(session: Session, launch: models.Launch, batch: wire.IngestBatch, now: float) -> bool:
+    """A restart: every process of the open launch has exited and a newer one starts, or a rank that already
+    has a process in the launch shows up again as a newer process (the engine was restarted before the agent
+    saw the old processes exit), or the open launch has been silent for ``STALE_S``."""
     if now - launch.last_seen > STALE_S:
         return True
     P = models.Process
     new_procs = [p for p in batch.processes if p.role in ENGINE_ROLES and p.state != "exited"]
     if not new_procs:
         return False
-    known = session.execute(
-        select(func.count(), func.count(P.exited_at), func.max(P.create_time)).where(P.launch_id == launch.id)
-    ).one()
-    total, exited, newest = known
-    if total == 0 or exited < total:
-        return False
-    return any(p.create_time > (newest or 0) for p in new_procs)
+    rows = session.execute(
+        select(P.rank_label, func.count(), func.count(P.exited_at), func.max(P.create_time))
+        .where(P.launch_id == launch.id)
+        .group_by(P.rank_label)
+    ).all()
+    total = sum(r[1] for r in rows)
+    exited = sum(r[2] for r in rows)
+    newest = max((r[3] for r in rows), default=None)
+    if total and exited == total and any(p.create_time > (newest or 0) for p in new_procs):
+        return True
+    # a process start time is exact to well under a second: a later one under the same rank label is a new process
+    latest_by_rank = {r[0]: r[3] for r in rows if r[0] is not None}
+    return any(
+        p.rank is not None and p.rank in latest_by_rank and p.create_time > latest_by_rank[p.rank] + 1.0
+        for p in new_procs
+    )
