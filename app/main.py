@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from app import __version__, alerts, leader, promexport, retention, web
+from app import __version__, alerts, leader, promexport, retention, rollups, web
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
 from app.db import is_sqlite, make_engine, session_factory, transaction
@@ -85,6 +85,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def prune_job(now: float) -> None:
         with transaction(app.state.sessions) as s:
             retention.prune(s, now, settings.retention_raw_s)
+            rollups.prune_rollups(s, now, settings.retention_rollup_s)
+
+    def rollup_job(now: float) -> None:
+        with transaction(app.state.sessions) as s:
+            rollups.roll_up(s, now)
 
     app.state.holder = leader.holder_id()
     app.state.leadership = Leadership()
@@ -120,6 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = [
         Job("lease", settings.leader_lease_s / 4, lease_job),
         Job("prune", settings.prune_interval_s, prune_job, leader_only=True),
+        Job("rollup", rollups.BUCKET_S, rollup_job, leader_only=True),
         Job("detect", settings.detect_interval_s, detect_job, leader_only=True),
     ]
     alerts.attach(app)

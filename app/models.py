@@ -372,3 +372,22 @@ class DetectorState(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[dict[str, Any]] = mapped_column(default=dict)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class GpuRollup(Base):
+    """One-minute aggregates of gpu_samples, kept far longer than raw samples: what wide-range charts read,
+    so their cost depends on the range shown, not on how much history is stored."""
+
+    __tablename__ = "gpu_rollups"
+    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id"), primary_key=True)
+    bucket_ts: Mapped[float] = mapped_column(Float, primary_key=True)  # start of the minute
+    n: Mapped[int] = mapped_column(Integer)
+    util_gpu_min: Mapped[float | None] = mapped_column(Float)
+    util_gpu_mean: Mapped[float | None] = mapped_column(Float)
+    util_gpu_max: Mapped[float | None] = mapped_column(Float)
+    mem_used_mean: Mapped[float | None] = mapped_column(Float)
+    mem_used_max: Mapped[float | None] = mapped_column(Float)
+    power_min: Mapped[float | None] = mapped_column(Float)
+    power_mean: Mapped[float | None] = mapped_column(Float)
+    power_max: Mapped[float | None] = mapped_column(Float)
+    temp_max: Mapped[float | None] = mapped_column(Float)

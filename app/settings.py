@@ -46,6 +46,9 @@ class Settings(BaseSettings):
         description="Samples older than this are refused (beyond raw retention they would be pruned).",
     )
     retention_raw_s: float = Field(7 * 86400.0, description="How long raw samples and events are kept.")
+    retention_rollup_s: float = Field(
+        90 * 86400.0, description="How long one-minute GPU rollups (what long-range charts read) are kept."
+    )
     prune_interval_s: float = Field(600.0, description="How often the pruning job runs.")
     detect_interval_s: float = Field(2.0, description="Period of the detector tick.")
     detect: DetectConfig = Field(

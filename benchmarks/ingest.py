@@ -35,28 +35,74 @@ def batch(host: str, agent_id: str, seq: int, t: float) -> dict[str, Any]:
     for k in range(2):
         ts = t - 1 + k
         for i in range(8):
-            gpus.append({"ts": ts, "index": i, "uuid": f"GPU-{host}-{i}", "name": "NVIDIA H200",
-                         "util_gpu_pct": 97.0, "util_mem_pct": 40.0, "mem_used_bytes": 76 * 2**30,
-                         "mem_total_bytes": 141 * 2**30, "power_w": 612.5, "power_limit_w": 700.0,
-                         "temp_c": 61.0, "sm_clock_mhz": 1980.0,
-                         "processes": [{"pid": 1000 + i, "used_mem_bytes": 76 * 2**30, "sm_util_pct": 95.0}]})
-            procs.append({"ts": ts, "pid": 1000 + i, "create_time": 1.7e9 + 1000 + i, "name": f"sglang::scheduler_TP{i}",
-                          "rank": f"TP{i}", "role": "scheduler", "engine": "sglang", "state": "R",
-                          "threads": 205, "rss_bytes": 50 * 2**30, "cpu_time_s": 1234.5, "cpu_pct": 101.0,
-                          "io_read_bytes": 10**12, "gpu_uuids": [f"GPU-{host}-{i}"]})
+            gpus.append(
+                {
+                    "ts": ts,
+                    "index": i,
+                    "uuid": f"GPU-{host}-{i}",
+                    "name": "NVIDIA H200",
+                    "util_gpu_pct": 97.0,
+                    "util_mem_pct": 40.0,
+                    "mem_used_bytes": 76 * 2**30,
+                    "mem_total_bytes": 141 * 2**30,
+                    "power_w": 612.5,
+                    "power_limit_w": 700.0,
+                    "temp_c": 61.0,
+                    "sm_clock_mhz": 1980.0,
+                    "processes": [{"pid": 1000 + i, "used_mem_bytes": 76 * 2**30, "sm_util_pct": 95.0}],
+                }
+            )
+            procs.append(
+                {
+                    "ts": ts,
+                    "pid": 1000 + i,
+                    "create_time": 1.7e9 + 1000 + i,
+                    "name": f"sglang::scheduler_TP{i}",
+                    "rank": f"TP{i}",
+                    "role": "scheduler",
+                    "engine": "sglang",
+                    "state": "R",
+                    "threads": 205,
+                    "rss_bytes": 50 * 2**30,
+                    "cpu_time_s": 1234.5,
+                    "cpu_pct": 101.0,
+                    "io_read_bytes": 10**12,
+                    "gpu_uuids": [f"GPU-{host}-{i}"],
+                }
+            )
     for k in range(4):
-        events.append({"ts": t - 0.5 * k, "kind": "decode_batch", "rank": "TP0", "source": "log:/var/log/sglang.log",
-                       "message": "Decode batch, #running-req: 32, #token: 51234, token usage: 0.04, accept len: 3.12",
-                       "fields": {"running_req": 32, "accept_len": 3.12}})
-    return {"agent": {"host": host, "agent_id": agent_id, "deployment": "bench", "version": "bench"},
-            "seq": seq, "sent_at": t, "gpus": gpus, "processes": procs, "events": events, "metrics": []}
+        events.append(
+            {
+                "ts": t - 0.5 * k,
+                "kind": "decode_batch",
+                "rank": "TP0",
+                "source": "log:/var/log/sglang.log",
+                "message": "Decode batch, #running-req: 32, #token: 51234, token usage: 0.04, accept len: 3.12",
+                "fields": {"running_req": 32, "accept_len": 3.12},
+            }
+        )
+    return {
+        "agent": {"host": host, "agent_id": agent_id, "deployment": "bench", "version": "bench"},
+        "seq": seq,
+        "sent_at": t,
+        "gpus": gpus,
+        "processes": procs,
+        "events": events,
+        "metrics": [],
+    }
 
 
 RECORDS_PER_BATCH = 36
 
 
-async def agent_loop(client: httpx.AsyncClient, host: str, token: str, deadline: float,
-                     latencies: list[float], errors: list[str]) -> int:
+async def agent_loop(
+    client: httpx.AsyncClient,
+    host: str,
+    token: str,
+    deadline: float,
+    latencies: list[float],
+    errors: list[str],
+) -> int:
     agent_id = "bench-" + uuid.uuid4().hex[:12]
     seq = 0
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -78,23 +124,27 @@ async def load(base_url: str, tokens: dict[str, str], seconds: float) -> tuple[i
     limits = httpx.Limits(max_connections=len(tokens), max_keepalive_connections=len(tokens))
     async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits) as client:
         deadline = time.time() + seconds
-        counts = await asyncio.gather(*(agent_loop(client, h, t, deadline, latencies, errors)
-                                        for h, t in tokens.items()))
+        counts = await asyncio.gather(
+            *(agent_loop(client, h, t, deadline, latencies, errors) for h, t in tokens.items())
+        )
     return sum(counts), latencies, errors
 
 
 def raw_insert_rate(url: str, n_batches: int) -> float:
     """The same rows straight into the same database, one transaction per batch: this machine's limit."""
+    from pydantic import TypeAdapter
+
+    from agents.wire import IngestBatch
     from app.db import make_engine, session_factory, transaction
     from app.ingest import store_batch
-    from agents.wire import IngestBatch
-    from pydantic import TypeAdapter
 
     adapter = TypeAdapter(IngestBatch)
     engine = make_engine(url)
     factory = session_factory(engine)
-    batches = [adapter.validate_python(batch(f"raw-{i % 32}", f"raw-agent-{i % 32}", i, time.time()))
-               for i in range(n_batches)]
+    batches = [
+        adapter.validate_python(batch(f"raw-{i % 32}", f"raw-agent-{i % 32}", i, time.time()))
+        for i in range(n_batches)
+    ]
     t0 = time.perf_counter()
     for b in batches:
         with transaction(factory) as s:
@@ -118,8 +168,10 @@ def core_insert_rate(url: str, n_batches: int) -> float:
         host_id = s.execute(models.Host.__table__.select().where(models.Host.name == "core")).first().id
         s.execute(insert(models.Gpu).values(host_id=host_id, uuid="GPU-core", index=0, last_seen=0))
         gpu_id = s.execute(models.Gpu.__table__.select().where(models.Gpu.uuid == "GPU-core")).first().id
-    rows = [{"gpu_id": gpu_id, "ts": time.time(), "util_gpu_pct": 97.0, "mem_used_bytes": 1, "power_w": 1.0}
-            for _ in range(RECORDS_PER_BATCH)]
+    rows = [
+        {"gpu_id": gpu_id, "ts": time.time(), "util_gpu_pct": 97.0, "mem_used_bytes": 1, "power_w": 1.0}
+        for _ in range(RECORDS_PER_BATCH)
+    ]
     t0 = time.perf_counter()
     for _ in range(n_batches):
         with transaction(factory) as s:
@@ -130,8 +182,12 @@ def core_insert_rate(url: str, n_batches: int) -> float:
 
 
 def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str, Any]:
-    tokens = {f"bench-{i:03d}": cli("token", "create", "--host", f"bench-{i:03d}", "--database-url", url).stdout.strip()
-              for i in range(n_agents)}
+    tokens = {
+        f"bench-{i:03d}": cli(
+            "token", "create", "--host", f"bench-{i:03d}", "--database-url", url
+        ).stdout.strip()
+        for i in range(n_agents)
+    }
     server = ServerProcess(url, env={"SPECWATCH_PRUNE_INTERVAL_S": "3600"}).start()
     assert server.proc is not None
     proc = psutil.Process(server.proc.pid)
@@ -147,12 +203,19 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str,
     raw = raw_insert_rate(url, 300)
     core = core_insert_rate(url, 300)
     return {
-        "backend": name, "agents": n_agents, "seconds": round(wall, 1), "batches": n,
-        "samples_per_s": round(http_rate), "p50_ms": round(1000 * statistics.median(lat), 1),
+        "backend": name,
+        "agents": n_agents,
+        "seconds": round(wall, 1),
+        "batches": n,
+        "samples_per_s": round(http_rate),
+        "p50_ms": round(1000 * statistics.median(lat), 1),
         "p99_ms": round(1000 * lat[int(0.99 * (len(lat) - 1))], 1),
-        "server_cpu_cores": round((cpu1 - cpu0) / wall, 2), "errors": len(errors),
-        "raw_store_batch_samples_per_s": round(raw), "raw_core_insert_samples_per_s": round(core),
-        "http_vs_raw_store": round(http_rate / raw, 2), "http_vs_core_insert": round(http_rate / core, 2),
+        "server_cpu_cores": round((cpu1 - cpu0) / wall, 2),
+        "errors": len(errors),
+        "raw_store_batch_samples_per_s": round(raw),
+        "raw_core_insert_samples_per_s": round(core),
+        "http_vs_raw_store": round(http_rate / raw, 2),
+        "http_vs_core_insert": round(http_rate / core, 2),
         "first_error": errors[0] if errors else None,
     }
 

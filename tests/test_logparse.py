@@ -518,6 +518,19 @@ TORCH_LINES: list[tuple[str, str, dict[str, Any]]] = [
         {"global_rank": 1, "from_rank": 3},
     ),
     (
+        "[rank3]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] Received a dump "
+        "signal due to a collective timeout from rank 0 and we will try our best to dump the debug info. Last "
+        "enqueued NCCL work: 5729, last completed NCCL work: 5729.This is most likely caused by ...",
+        "nccl_dump",
+        {"global_rank": 3, "from_rank": 0, "enqueued": 5729, "completed": 5729},
+    ),
+    (
+        "[rank0]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 0] failure "
+        "detected by watchdog at work sequence id: 5730 PG status: last enqueued work: 5730, last completed work: 5729",
+        "nccl_work_update",
+        {"global_rank": 0, "enqueued": 5730, "completed": 5729, "failed_work": 5730},
+    ),
+    (
         "[rank1]:[F1201 10:00:00.1 ProcessGroupNCCL.cpp:1700] [PG ID 0 PG GUID 0(default_pg) Rank 1] Terminating the "
         "process after attempting to dump debug info, due to collective timeout or exception.",
         "nccl_dump",
@@ -678,13 +691,22 @@ def test_an_unprefixed_traceback_at_the_end_of_a_log_is_flushed() -> None:
     assert not p.pending
 
 
-def test_lines_without_a_timestamp_before_any_dated_one_use_now_then_the_last_seen() -> None:
+def test_undated_lines_take_the_last_timestamp_or_the_live_read_time() -> None:
     p = LogParser(source="log:/var/log/sglang.log")
-    (ev,) = p.feed("gpu1:1:1 [0] NCCL INFO cudaDriverVersion 12040", now=1_700_000_000.0)
-    assert ev.ts == 1_700_000_000.0 and ev.source == "log:/var/log/sglang.log"
+    (ev,) = p.feed("gpu1:1:1 [0] NCCL INFO cudaDriverVersion 12040")
+    assert ev.ts == 0.0 and ev.source == "log:/var/log/sglang.log"  # nothing known: no invented time
     p.feed("[2025-02-07 02:00:00 TP1] Load weight begin. avail mem=10.00 GB")
-    (ev,) = p.feed("some unknown line", now=1_800_000_000.0)
+    (ev,) = p.feed("some unknown line")
     assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00")) and ev.kind == "raw"
+    # read live, five minutes after the last dated line: an unprefixed traceback happened now, not back then
+    live = utc("2025-02-07 02:05:00")
+    p.feed("Traceback (most recent call last):", now=live)
+    p.feed('  File "x.py", line 1, in <module>', now=live)
+    (tb,) = p.feed("RuntimeError: CUDA error: an illegal memory access was encountered", now=live) + p.flush()
+    assert tb.kind == "traceback" and tb.ts == live
+    # a read time behind the log's own clock (a skewed host) never moves events back in time
+    (ev,) = p.feed("another unknown line", now=utc("2025-02-07 01:00:00"))
+    assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00"))
 
 
 def test_unknown_lines_are_raw_with_a_guessed_severity() -> None:
@@ -760,3 +782,39 @@ def test_huge_mutated_lines_never_hang(line: str, unit: str) -> None:
     _assert_wire_valid(
         parse_lines([line + unit * (100_000 // len(unit)), unit * (100_000 // len(unit)) + line])
     )
+
+
+def test_vllm_start_up_lines_carry_the_workers_rank_from_its_wrapper() -> None:
+    lines = [
+        "(Worker_TP3 pid=61148) INFO 01-01 00:00:17 [parallel_state.py:1208] rank 3 in world size 8 is assigned as "
+        "DP rank 0, PP rank 0, TP rank 3, EP rank 3",
+        "(Worker_PP1_TP0 pid=61122) INFO 01-01 00:00:18 [gpu_model_runner.py:2338] Starting to load model "
+        "meta-llama/Llama-3.3-70B-Instruct...",
+        "(Worker_TP7 pid=61200) INFO 01-01 00:01:02 [eagle.py:877] Loading drafter model...",
+        "(Worker_TP7 pid=61200) INFO 01-01 00:01:02 [gpu_model_runner.py:2392] Model loading took 16.8000 GiB and "
+        "44.024921 seconds",
+        "(Worker_TP5 pid=61174) INFO 01-01 00:01:10 [gpu_worker.py:298] Available KV cache memory: 99.04 GiB",
+        "(EngineCore_DP0 pid=61100) INFO 01-01 00:01:11 [kv_cache_utils.py:1087] GPU KV cache size: 2,596,160 tokens",
+        "(Worker_TP7 pid=61200) INFO 01-01 00:02:09 [gpu_model_runner.py:3118] Graph capturing finished in 23 secs, "
+        "took 1.20 GiB",
+        "(APIServer pid=61069) INFO 01-01 00:02:15 [api_server.py:1634] Starting vLLM API server 0 on http://0.0.0.0:8000",
+    ]
+    events = parse_lines(lines, base_date=date(2026, 1, 1))
+    got = [(e.kind, e.rank) for e in events]
+    assert got == [
+        ("dist_init_end", "TP3"),
+        ("load_begin", "PP1 TP0"),
+        ("load_begin", "TP7"),
+        ("load_end", "TP7"),
+        ("kv_alloc", "TP5"),
+        ("kv_alloc", None),
+        ("capture_end", "TP7"),
+        ("server_ready", None),
+    ]
+    check(events[0], "dist_init_end", "TP3", "2026-01-01 00:00:17", global_rank=3, world_size=8, pid=61148)
+    assert events[1].fields["model_path"] == "meta-llama/Llama-3.3-70B-Instruct"
+    assert events[2].fields["draft"] is True
+    check(events[3], "load_end", "TP7", None, mem_usage_gb=16.8, elapsed_s=44.024921)
+    check(events[4], "kv_alloc", "TP5", None, kv_size_gb=99.04)
+    check(events[5], "kv_alloc", None, None, tokens=2596160)
+    check(events[6], "capture_end", "TP7", None, elapsed_s=23)

@@ -17,6 +17,7 @@ class LocalClock:
     def __init__(self, tz: tzinfo) -> None:
         self.tz = tz
         self._hours: dict[tuple[int, int, int, int], float] = {}
+        self._dates: dict[int, date] = {}
 
     def epoch(self, y: int, mo: int, d: int, h: int, mi: int, s: int, frac: float = 0.0) -> float | None:
         """Epoch seconds of a local wall-clock time, or None when the fields are not a real date."""
@@ -36,7 +37,15 @@ class LocalClock:
         return ts if ts >= 0 else None
 
     def local_date(self, ts: float) -> date:
-        return datetime.fromtimestamp(ts, self.tz).date()
+        # every zone's offset is a multiple of 15 minutes, so the local date is constant within such a slot
+        slot = int(ts // 900)
+        day = self._dates.get(slot)
+        if day is None:
+            day = datetime.fromtimestamp(ts, self.tz).date()
+            if len(self._dates) > 1024:
+                self._dates.clear()
+            self._dates[slot] = day
+        return day
 
     def time_only(
         self, h: int, mi: int, s: int, frac: float, last_ts: float | None, base: date | None

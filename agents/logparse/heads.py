@@ -37,6 +37,7 @@ COMPOSE = re.compile(r"[A-Za-z0-9][\w.-]{0,100}\s{1,20}\| ")
 ANSI = re.compile(r"\x1b\[[0-9;?]{0,20}[A-Za-z]")
 REPEATED = re.compile(r" \[repeated (\d{1,9})x across cluster\]$")
 PID = re.compile(r"pid=(\d{1,10})")
+RANK_TAG = re.compile(r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}")
 
 LEVELS = {
     "DEBUG": "debug",
@@ -55,10 +56,12 @@ class Wrapped:
 
     text: str
     fields: Fields = field(default_factory=dict)
+    rank: str | None = None  # vLLM workers: "(Worker_PP1_TP0 pid=N)" -> "PP1 TP0"
 
 
 def unwrap(s: str) -> Wrapped:
     fields: Fields = {}
+    rank: str | None = None
     if "\x1b" in s:
         s = ANSI.sub("", s)
     for _ in range(3):
@@ -70,7 +73,10 @@ def unwrap(s: str) -> Wrapped:
             pid = PID.search(m.group(1))
             if pid:
                 fields["pid"] = int(pid.group(1))
-            fields["process"] = m.group(1).split(" ", 1)[0][:128]
+            process = m.group(1).split(" ", 1)[0][:128]
+            fields["process"] = process
+            if "Worker" in process:
+                rank = " ".join(RANK_TAG.findall(process)) or None
             s = s[m.end() :]
         elif c and c.isalnum() and " | " in s[:130]:
             m = COMPOSE.match(s)
@@ -84,7 +90,7 @@ def unwrap(s: str) -> Wrapped:
         if m:
             fields["repeated"] = int(m.group(1))
             s = s[: m.start()]
-    return Wrapped(s, fields)
+    return Wrapped(s, fields, rank)
 
 
 def frac(digits: str | None) -> float:

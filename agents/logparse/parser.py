@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import UTC, date, tzinfo
+from typing import Any
 
 from agents.wire import Event
 
@@ -44,6 +45,10 @@ class LogParser:
         self._tb: Traceback | None = None
         self._bars: dict[str, tuple[float, float]] = {}  # desc -> (start ts, last elapsed)
         self._capture_target: str | None = None
+        self._seconds: dict[str, float] = {}
+        # how many tracebacks have started: a tailer compares it around feed() to learn that a line opened
+        # one (its offset is then the safe place to resume from until the traceback is emitted)
+        self.tracebacks_opened = 0
 
     @property
     def pending(self) -> bool:
@@ -51,9 +56,14 @@ class LogParser:
         return self._tb is not None
 
     def feed(self, line: str, now: float | None = None) -> list[Event]:
-        """Parse one line (a trailing newline is ignored; ``\\r`` separates tqdm updates). ``now`` is only a
-        fallback timestamp for undated lines before any dated one."""
+        """Parse one line (a trailing newline is ignored; ``\\r`` separates tqdm updates).
+
+        ``now`` is the time the line was read, for a reader that is following a file live: a line without a
+        timestamp of its own then gets the later of ``now`` and the last timestamp seen. Without ``now``
+        (replaying a file, or catching up on a backlog) it gets the last timestamp seen."""
         try:
+            if "\x00" in line:  # PostgreSQL text cannot hold NUL; binary garbage must not poison a batch
+                line = line.replace("\x00", "")
             if "\r" in line:
                 out: list[Event] = []
                 for part in line.split("\r"):
@@ -82,9 +92,21 @@ class LogParser:
         if ts is not None:
             self.last_ts = ts
             return ts
-        if self.last_ts is not None:
-            return self.last_ts
-        return now if now is not None and now >= 0 else 0.0
+        if now is not None and now >= 0 and (self.last_ts is None or now > self.last_ts):
+            return now
+        return self.last_ts if self.last_ts is not None else 0.0
+
+    def _dated(self, key: str, g: tuple[str | Any, ...], frac: float) -> float | None:
+        """Epoch of ``YYYY-MM-DD HH:MM:SS`` (groups 0-5) plus ``frac``; most lines repeat the previous second,
+        so the conversion is memoised on the text itself."""
+        base = self._seconds.get(key)
+        if base is None:
+            ts = self.clock.epoch(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))
+            base = -1.0 if ts is None else ts
+            if len(self._seconds) > 256:
+                self._seconds.clear()
+            self._seconds[key] = base
+        return None if base < 0 else base + frac
 
     def _base(self, now: float | None) -> date | None:
         if self.base_date is not None:
@@ -122,6 +144,11 @@ class LogParser:
             if not s:
                 return []
             c = s[0]
+            if w.rank is not None:
+                return self._as_rank(w.rank, s, c, now, extra)
+        return self._tb_then_parse(s, c, now, extra)
+
+    def _tb_then_parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
         out: list[Event] = []
         if self._tb is not None:
             verdict = self._tb.offer(s, self._structured(s))
@@ -132,6 +159,14 @@ class LogParser:
                 self._tb = None
         out += self._parse(s, c, now, extra)
         return out
+
+    def _as_rank(self, rank: str, s: str, c: str, now: float | None, extra: Fields) -> list[Event]:
+        """A line whose wrapper names its worker: that label is the default for this line only."""
+        saved, self.default_rank = self.default_rank, rank
+        try:
+            return self._tb_then_parse(s, c, now, extra)
+        finally:
+            self.default_rank = saved
 
     def _structured(self, s: str) -> bool:
         c = s[0]
@@ -151,9 +186,7 @@ class LogParser:
                     g = m.groups()
                     fr = heads.frac(g[6])
                     if g[0]:
-                        ts = self.clock.epoch(
-                            int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), fr
-                        )
+                        ts = self._dated(s[1:20], g, fr)
                     else:
                         ts = self.clock.time_only(
                             int(g[3]), int(g[4]), int(g[5]), fr, self.last_ts, self._base(now)
@@ -168,9 +201,7 @@ class LogParser:
             m = heads.DATED.match(s)
             if m:
                 g = m.groups()
-                ts = self.clock.epoch(
-                    int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), heads.frac(g[6])
-                )
+                ts = self._dated(s[:19], g, heads.frac(g[6]))
                 level = heads.LEVELS.get((g[7] or g[8] or "").upper())
                 if g[9]:
                     extra = {**(extra or {}), "pid": int(g[9])}
@@ -228,6 +259,7 @@ class LogParser:
             if self._tb is not None:
                 out.append(self._tb_event(self._tb))
             self._tb = Traceback(ts, rank)
+            self.tracebacks_opened += 1
             self._tb.add(_TB_SUFFIX)
         return out
 
@@ -274,6 +306,8 @@ class LogParser:
             self._bars.clear()
         self._bars[bar.desc] = (start, el if el is not None else prev)
         ts = max(base, start + el) if el is not None else base
+        if now is not None and now > ts:
+            ts = now
         if bar.kind == "capture_progress" and self._capture_target:
             bar.fields["target"] = self._capture_target
         if extra:

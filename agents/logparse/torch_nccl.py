@@ -15,8 +15,10 @@ _WORK = re.compile(
     r"(?:, Timeout\(ms\)=(\d+))?\)(?: ran for (\d+) milliseconds)?"
 )
 _STUCK = re.compile(r"got stuck for (\d+) seconds")
-_ENQ = re.compile(r"last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)")
-_AT_WORK = re.compile(r"(?:at work|NCCL work): (\d+), last enqueued")
+# "last enqueued NCCL work: 12, last completed NCCL work: 11" (torch <= 2.5) and
+# "PG status: last enqueued work: 12, last completed work: 11" (newer)
+_ENQ = re.compile(r"[Ll]ast enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)")
+_AT_WORK = re.compile(r"(?:at work|NCCL work|at work sequence id): (\d+)")
 _FROM_RANK = re.compile(r"from rank (\d+)")
 _INIT_DONE = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+).*Init COMPLETE")
 
@@ -48,26 +50,25 @@ def torch_message(msg: str, level: str) -> Match:
         if m:
             fields["stuck_s"] = int(m.group(1))
         return "nccl_heartbeat", "critical", fields
-    if "last enqueued NCCL work" in msg:
-        m = _ENQ.search(msg)
-        behind = False
-        if m:
-            fields["enqueued"] = int(m.group(1))
-            fields["completed"] = int(m.group(2))
-            behind = m.group(1) != m.group(2)
-        at = _AT_WORK.search(msg)
-        if at:
-            fields["failed_work"] = int(at.group(1))
-        # the periodic report is routine; the same counters inside a failure report are the failure
-        severity = ("warning" if behind else "info") if "periodically" in msg else "error"
-        return "nccl_work_update", severity, fields
+    m = _ENQ.search(msg) if "ast enqueued" in msg else None
+    if m:
+        fields["enqueued"] = int(m.group(1))
+        fields["completed"] = int(m.group(2))
     if "dump signal" in msg:
-        m = _FROM_RANK.search(msg)
-        if m:
-            fields["from_rank"] = int(m.group(1))
+        peer = _FROM_RANK.search(msg)
+        if peer:
+            fields["from_rank"] = int(peer.group(1))
         return "nccl_dump", "error", fields
     if "Terminating the process after attempting to dump debug info" in msg:
         return "nccl_dump", "critical", fields
+    if m:
+        at = _AT_WORK.search(msg)
+        if at and "detected by watchdog" in msg:
+            fields["failed_work"] = int(at.group(1))
+        # the periodic report is routine; the same counters inside a failure report are the failure
+        if "periodically" in msg:
+            return "nccl_work_update", "warning" if m.group(1) != m.group(2) else "info", fields
+        return "nccl_work_update", "error", fields
     if "WorkNCCL(" in msg:
         _work(msg, fields)
     return "raw", _GLOG_SEVERITY.get(level, "info"), fields

@@ -25,6 +25,9 @@ _WAITING = re.compile(r"(?:Waiting|Pending): (\d+) reqs")
 _KV_USAGE = re.compile(r"GPU KV cache usage: ([\d.]+)%")
 _PREFIX_HIT = re.compile(r"Prefix cache hit rate: ([\d.]+)%")
 _MODEL_LOADING = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds")
+_KV_MEM = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+_KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]{1,20}) tokens")
+_ASSIGNED = re.compile(r"rank (\d+) in world size (\d+) is assigned as")
 _GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took ([\d.-]+) GiB)?")
 
 
@@ -63,6 +66,23 @@ def vllm_message(msg: str) -> Match | None:
         _num(_KV_USAGE, msg, fields, "token_usage", 0.01)
         _num(_PREFIX_HIT, msg, fields, "cache_hit_rate", 0.01)
         return "decode_batch", "info", fields
+    if msg.startswith("Starting to load model"):
+        return "load_begin", "info", {"draft": False, "model_path": msg[23:].rstrip(".")[:256]}
+    if msg.startswith("Loading drafter model"):
+        return "load_begin", "info", {"draft": True}
+    if msg.startswith("Available KV cache memory"):
+        fields = {}
+        _num(_KV_MEM, msg, fields, "kv_size_gb")
+        return "kv_alloc", "info", fields
+    if msg.startswith("GPU KV cache size"):
+        m = _KV_TOKENS.match(msg)
+        return "kv_alloc", "info", {"tokens": int(m.group(1).replace(",", ""))} if m else {}
+    if msg.startswith("rank ") and "is assigned as" in msg:
+        m = _ASSIGNED.match(msg)
+        fields = {"global_rank": int(m.group(1)), "world_size": int(m.group(2))} if m else {}
+        return "dist_init_end", "info", fields
+    if msg.startswith("Starting vLLM API server"):
+        return "server_ready", "info", {"engine": "vllm"}
     if msg.startswith("Model loading took"):
         m = _MODEL_LOADING.match(msg)
         fields = {"draft": False}

@@ -1,0 +1,396 @@
+"""Following engine log files: ``LogTailer`` reads complete lines, parses them, hands events over, and
+persists how far it got only when told the events are safe (``poll()`` ... spool ... ``commit()``).
+
+It follows paths and globs (files that appear later included), survives rotation (rename + new file: the old
+file is finished, then the new one read from 0) and copytruncate (restart at 0), treats ``\\r`` as a line
+break (tqdm bars), replaces invalid UTF-8, cuts over-long lines and rate-limits noise per file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from agents import wire
+from agents.collectors import logstate
+from agents.collectors.logstate import Saved, fingerprint, identity
+
+
+class Parser(Protocol):
+    tracebacks_opened: int
+    last_ts: float | None
+
+    @property
+    def pending(self) -> bool: ...
+
+    def feed(self, line: str, now: float | None = None) -> list[wire.Event]: ...
+
+    def flush(self) -> list[wire.Event]: ...
+
+
+ParserFactory = Callable[[str], Parser]
+
+_RANK_IN_NAME = re.compile(r"(?<![A-Za-z])((?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}[_ -]?){1,6})(?![A-Za-z])")
+_RANK_TAG = re.compile(r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}")
+_CHUNK = 1 << 20
+
+
+def rank_from_name(path: str) -> str | None:
+    """``sglang-TP3.log`` -> ``"TP3"``, ``scheduler_DP0_TP1.log`` -> ``"DP0 TP1"``: a per-rank file's label."""
+    m = _RANK_IN_NAME.search(Path(path).name)
+    return " ".join(_RANK_TAG.findall(m.group(1))) if m else None
+
+
+def _default_factory(path: str) -> Parser:
+    from agents.logparse import LogParser
+
+    return LogParser(source=f"log:{path}")
+
+
+class _Bucket:
+    """Token bucket that refills with whichever runs faster: the log's own clock or the wall clock (a backlog
+    read in one go still gets its allowance; a log whose lines carry no time still refills)."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst, self.tokens = rate, burst, burst
+        self.log_ts: float | None = None
+        self.wall: float | None = None
+
+    def take(self, log_ts: float, wall: float) -> bool:
+        if self.log_ts is not None and self.wall is not None:
+            elapsed = max(log_ts - self.log_ts, wall - self.wall, 0.0)
+            self.tokens = min(self.burst, self.tokens + elapsed * self.rate)
+        self.log_ts = log_ts if self.log_ts is None else max(self.log_ts, log_ts)
+        self.wall = wall if self.wall is None else max(self.wall, wall)
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+@dataclass(slots=True, eq=False)
+class _Stream:
+    ident: str
+    path: str
+    fd: int
+    parser: Parser
+    read_pos: int
+    safe: int  # every event of the bytes before this offset has been handed over
+    fp: str
+    fp_len: int
+    last_data: float
+    buf: bytearray = field(default_factory=bytearray)
+    skipping: bool = False  # dropping the rest of an over-long line
+    orphan: bool = False  # no longer matched by any path (rotated away): drain, then close
+    # caught up with the writer: what is read now was written just now, so undated lines take the read
+    # time; a backlog (first read, restart, more than one read budget behind) keeps the log's own times
+    live: bool = False
+    noise: _Bucket = field(default_factory=lambda: _Bucket(20.0, 200.0))
+    loud: _Bucket = field(default_factory=lambda: _Bucket(100.0, 500.0))
+    suppressed: int = 0
+    sup_since: float | None = None
+    sup_until: float | None = None
+
+
+class LogTailer:
+    def __init__(
+        self,
+        paths_or_globs: list[str],
+        state_dir: Path,
+        parser_factory: ParserFactory | None = None,
+        *,
+        max_line_bytes: int = 65_536,
+        max_read_bytes: int = 8 << 20,
+        backlog_bytes: int = 64 << 20,
+        idle_flush_s: float = 2.0,
+        orphan_grace_s: float = 30.0,
+        rank_from_filename: bool = True,
+    ) -> None:
+        self.patterns = [str(p) for p in paths_or_globs]
+        self.state_dir = Path(state_dir)
+        self.factory = parser_factory or _default_factory
+        self.max_line = max_line_bytes
+        self.max_read = max_read_bytes
+        self.backlog = backlog_bytes
+        self.idle_flush_s = idle_flush_s
+        self.orphan_grace_s = orphan_grace_s
+        self.rank_from_filename = rank_from_filename
+        self._streams: dict[str, _Stream] = {}
+        self._saved = logstate.load(self.state_dir)
+        self._handed: dict[str, Saved] = {}
+        self._committed: dict[str, Saved] = dict(self._saved)
+        self._first_scan = True
+
+    # -- the agent's interface ---------------------------------------------------------------------------
+
+    @property
+    def file_count(self) -> int:
+        return len(self._streams)
+
+    @property
+    def files(self) -> list[str]:
+        return sorted(s.path for s in self._streams.values())
+
+    def poll(self, now: float | None = None) -> list[wire.Event]:
+        """New events from every followed file. Nothing is persisted until ``commit()``."""
+        now = time.time() if now is None else now
+        self._scan(now)
+        out: list[wire.Event] = []
+        # rotated-away files first: their lines were written before those of the file that replaced them
+        for s in sorted(self._streams.values(), key=lambda s: not s.orphan):
+            out += self._limit(s, self._read(s, now), now)
+        self._handed = {
+            s.ident: Saved(s.path, s.safe, s.fp, s.fp_len, s.parser.last_ts) for s in self._streams.values()
+        }
+        return out
+
+    def commit(self) -> None:
+        """Persist the offsets of everything the last ``poll()`` handed over (call after spooling it)."""
+        if self._handed != self._committed:
+            logstate.save(self.state_dir, self._handed)
+            self._committed = dict(self._handed)
+
+    def close(self) -> None:
+        for s in self._streams.values():
+            with contextlib.suppress(OSError):
+                os.close(s.fd)
+        self._streams.clear()
+
+    # -- discovery ---------------------------------------------------------------------------------------
+
+    def _matches(self) -> list[str]:
+        found: list[str] = []
+        for pattern in self.patterns:
+            # glob.glob, not Path.glob: patterns are absolute and may hold magic in any component
+            if glob.has_magic(pattern):
+                found += sorted(glob.glob(pattern))  # noqa: PTH207
+            elif Path(pattern).is_dir():
+                found += sorted(glob.glob(str(Path(pattern) / "*.log")))  # noqa: PTH207
+            else:
+                found.append(pattern)
+        return found
+
+    def _scan(self, now: float) -> None:
+        seen: set[str] = set()
+        for path in self._matches():
+            try:
+                st = Path(path).stat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            ident = identity(st)
+            if ident in seen:
+                continue  # two patterns (or a symlink) naming one file: read it once
+            seen.add(ident)
+            current = self._streams.get(ident)
+            if current is not None:
+                current.path, current.orphan = path, False
+                continue
+            self._open(path, ident, st, now)
+        for s in self._streams.values():
+            if s.ident not in seen:
+                s.orphan = True
+        if self._first_scan:
+            self._resume_rotated(seen, now)
+            self._first_scan = False
+
+    def _resume_rotated(self, seen: set[str], now: float) -> None:
+        """After a restart, finish files that were rotated away while the agent was down (same inode, new name)."""
+        missing = {k: v for k, v in self._saved.items() if k not in seen}
+        if not missing:
+            return
+        for d in {str(Path(v.path).parent) for v in missing.values()}:
+            with contextlib.suppress(OSError), os.scandir(d) as it:
+                for entry in it:
+                    with contextlib.suppress(OSError):
+                        st = entry.stat()
+                        ident = identity(st)
+                        if ident in missing and ident not in self._streams and entry.is_file():
+                            s = self._open(entry.path, ident, st, now)
+                            if s is not None:
+                                s.orphan = True
+
+    def _open(self, path: str, ident: str, st: os.stat_result, now: float) -> _Stream | None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        fp, fp_len = fingerprint(fd)
+        parser = self.factory(path)
+        if self.rank_from_filename and getattr(parser, "default_rank", "") is None:
+            parser.default_rank = rank_from_name(path)  # type: ignore[attr-defined]
+        if getattr(parser, "base_date", "") is None:
+            parser.base_date = _mtime_date(st, parser)  # type: ignore[attr-defined]
+        start, skipping = 0, False
+        saved = self._saved.pop(ident, None)
+        if saved is not None and _same_file(fd, saved, fp, fp_len):
+            start = saved.offset if saved.offset <= st.st_size else 0
+            if start:
+                parser.last_ts = saved.last_ts
+        elif self._first_scan and st.st_size > self.backlog:
+            # an old, huge log: read its recent tail, not gigabytes of history (first partial line dropped)
+            start, skipping = st.st_size - self.backlog, True
+        live = saved is None and not self._first_scan  # a file that appeared while we were watching
+        s = _Stream(ident, path, fd, parser, start, start, fp, fp_len, now, skipping=skipping, live=live)
+        self._streams[ident] = s
+        return s
+
+    # -- reading -----------------------------------------------------------------------------------------
+
+    def _read(self, s: _Stream, now: float) -> list[wire.Event]:
+        out: list[wire.Event] = []
+        try:
+            size = os.fstat(s.fd).st_size
+            if size < s.read_pos or not self._fp_holds(s, size):
+                self._restart(s)  # copytruncate (or truncated and rewritten): the file starts over
+            budget = self.max_read
+            got = False
+            read_time = now if s.live else None
+            while budget > 0:
+                chunk = os.pread(s.fd, min(_CHUNK, budget), s.read_pos)
+                if not chunk:
+                    s.live = True
+                    break
+                got = True
+                s.read_pos += len(chunk)
+                budget -= len(chunk)
+                out += self._consume(s, chunk, read_time)
+            if budget <= 0:
+                s.live = False
+        except OSError:
+            got = False
+        if got:
+            s.last_data = now
+        elif s.parser.pending and now - s.last_data >= self.idle_flush_s:
+            out += s.parser.flush()  # a traceback at the end of a quiet (often dead) process's log
+            s.safe = s.read_pos - len(s.buf)
+        if s.orphan and not got and now - s.last_data >= self.orphan_grace_s:
+            out += self._finish(s, now)
+        return out
+
+    def _fp_holds(self, s: _Stream, size: int) -> bool:
+        if s.fp_len < logstate.FP_BYTES and size > s.fp_len:
+            if fingerprint(s.fd, s.fp_len)[0] != s.fp:
+                return False
+            s.fp, s.fp_len = fingerprint(s.fd)
+            return True
+        return fingerprint(s.fd, s.fp_len)[0] == s.fp
+
+    def _restart(self, s: _Stream) -> None:
+        s.read_pos = s.safe = 0
+        s.buf = bytearray()
+        s.skipping = False
+        s.fp, s.fp_len = fingerprint(s.fd)
+
+    def _finish(self, s: _Stream, now: float) -> list[wire.Event]:
+        out: list[wire.Event] = []
+        if (
+            s.buf and not s.skipping
+        ):  # the rotated file will not grow: its last line has no newline to wait for
+            out += self._feed(s, bytes(s.buf), s.read_pos - len(s.buf), s.read_pos, now)
+        out += s.parser.flush()
+        with contextlib.suppress(OSError):
+            os.close(s.fd)
+        del self._streams[s.ident]
+        return out
+
+    def _consume(self, s: _Stream, chunk: bytes, now: float | None) -> list[wire.Event]:
+        s.buf += chunk
+        buf = s.buf
+        base = s.read_pos - len(buf)  # file offset of buf[0]
+        start = 0
+        out: list[wire.Event] = []
+        if s.skipping:
+            nl, cr = buf.find(b"\n"), buf.find(b"\r")
+            first = min(x for x in (nl, cr) if x >= 0) if max(nl, cr) >= 0 else -1
+            if first < 0:
+                s.buf = bytearray()
+                if not s.parser.pending:
+                    s.safe = s.read_pos
+                return out
+            start, s.skipping = first + 1, False
+            if not s.parser.pending:
+                s.safe = base + start
+        cut = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
+        if cut >= start:
+            pos = base + start
+            # same length: offsets stay valid; "\r\n" just yields an empty line, which is skipped
+            for raw in bytes(buf[start : cut + 1]).replace(b"\r", b"\n").split(b"\n")[:-1]:
+                end = pos + len(raw) + 1
+                if raw:
+                    out += self._feed(s, raw, pos, end, now)
+                elif not s.parser.pending:
+                    s.safe = end
+                pos = end
+            start = cut + 1
+        rest = buf[start:]
+        if len(rest) > self.max_line:
+            out += self._feed(s, bytes(rest[: self.max_line]), base + start, s.read_pos, now)
+            rest, s.skipping = bytearray(), True
+            if not s.parser.pending:
+                s.safe = s.read_pos
+        s.buf = bytearray(rest)
+        return out
+
+    def _feed(self, s: _Stream, raw: bytes, begin: int, end: int, now: float | None) -> list[wire.Event]:
+        if len(raw) > self.max_line:
+            raw = raw[: self.max_line]
+        if b"\x00" in raw:
+            raw = raw.replace(b"\x00", b"")
+        opened = s.parser.tracebacks_opened
+        events = s.parser.feed(raw.decode("utf-8", "replace"), now)
+        if not s.parser.pending:
+            s.safe = end
+        elif s.parser.tracebacks_opened != opened:
+            s.safe = begin  # resume at the line that opened the traceback still being assembled
+        return events
+
+    def _limit(self, s: _Stream, events: list[wire.Event], now: float) -> list[wire.Event]:
+        kept: list[wire.Event] = []
+        for ev in events:
+            if ev.kind == "raw" or ev.severity == "debug":
+                bucket = s.noise if ev.severity in ("debug", "info") else s.loud
+                if not bucket.take(ev.ts, now):
+                    s.suppressed += 1
+                    s.sup_since = ev.ts if s.sup_since is None else s.sup_since
+                    s.sup_until = ev.ts
+                    continue
+            kept.append(ev)
+        if s.suppressed:
+            since, until = s.sup_since or now, s.sup_until or now
+            kept.append(
+                wire.Event(
+                    ts=until,
+                    kind="log_suppressed",
+                    message=f"{s.suppressed} noisy line(s) of {s.path} not sent (rate limit)",
+                    rank=getattr(s.parser, "default_rank", None),
+                    severity="info",
+                    source=f"log:{s.path}",
+                    fields={"lines": s.suppressed, "since_ts": since, "until_ts": until},
+                )
+            )
+            s.suppressed, s.sup_since, s.sup_until = 0, None, None
+        return kept
+
+
+def _same_file(fd: int, saved: Saved, fp: str, fp_len: int) -> bool:
+    if fp_len < saved.fp_len:
+        return False
+    if fp_len == saved.fp_len:
+        return fp == saved.fp
+    return fingerprint(fd, saved.fp_len)[0] == saved.fp
+
+
+def _mtime_date(st: os.stat_result, parser: Any) -> date:
+    tz = getattr(getattr(parser, "clock", None), "tz", None)
+    return datetime.fromtimestamp(st.st_mtime, tz).date()

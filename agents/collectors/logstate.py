@@ -1,0 +1,66 @@
+"""The log tailer's persisted offsets: one small JSON file, replaced atomically.
+
+A file is identified by (device, inode) plus a fingerprint of its first bytes, so a restarted agent resumes
+the same file even after it was renamed by rotation, and does not resume a different file that happens to
+reuse a freed inode or was truncated and rewritten while the agent was down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+FP_BYTES = 128
+STATE_FILE = "log-offsets.json"
+
+
+@dataclass(slots=True)
+class Saved:
+    path: str
+    offset: int
+    fp: str  # sha1 of the first fp_len bytes
+    fp_len: int
+    last_ts: float | None = None
+
+
+def identity(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def fingerprint(fd: int, length: int = FP_BYTES) -> tuple[str, int]:
+    head = os.pread(fd, length, 0)
+    return hashlib.sha1(head, usedforsecurity=False).hexdigest(), len(head)
+
+
+def load(state_dir: Path) -> dict[str, Saved]:
+    try:
+        data = json.loads((state_dir / STATE_FILE).read_text())
+        return {k: Saved(**v) for k, v in data.get("files", {}).items()}
+    except FileNotFoundError:
+        return {}
+    except (ValueError, TypeError, AttributeError):
+        # a corrupt state file must not stop the agent; keep it for a person to look at
+        with contextlib.suppress(OSError):
+            (state_dir / STATE_FILE).replace(state_dir / (STATE_FILE + ".corrupt"))
+        return {}
+
+
+def save(state_dir: Path, files: dict[str, Saved]) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = state_dir / (STATE_FILE + ".tmp")
+    body = json.dumps({"version": 1, "files": {k: asdict(v) for k, v in files.items()}}, indent=1)
+    with open(tmp, "w") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(state_dir / STATE_FILE)
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        dfd = os.open(state_dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
