@@ -68,19 +68,21 @@ def _is_restart(session: Session, launch: models.Launch, batch: wire.IngestBatch
     new_procs = [p for p in batch.processes if p.role in ENGINE_ROLES and p.state != "exited"]
     if not new_procs:
         return False
-    rows = session.execute(
-        select(P.rank_label, func.count(), func.count(P.exited_at), func.max(P.create_time))
-        .where(P.launch_id == launch.id)
-        .group_by(P.rank_label)
-    ).all()
-    total = sum(r[1] for r in rows)
-    exited = sum(r[2] for r in rows)
-    newest = max((r[3] for r in rows), default=None)
+    known = session.execute(
+        select(func.count(), func.count(P.exited_at), func.max(P.create_time)).where(P.launch_id == launch.id)
+    ).one()
+    total, exited, newest = known
     if total and exited == total and any(p.create_time > (newest or 0) for p in new_procs):
         return True
-    # a process start time is exact to well under a second: a later one under the same rank label is a new process
-    latest_by_rank = {r[0]: r[3] for r in rows if r[0] is not None}
+    labels = {p.rank for p in new_procs if p.rank is not None}
+    if not labels:
+        return False
+    same_rank = session.execute(
+        select(P.rank_label, P.pid, P.create_time).where(P.launch_id == launch.id, P.rank_label.in_(labels))
+    ).all()
+    # another pid started later under a rank label the launch already has: the engine was restarted
     return any(
-        p.rank is not None and p.rank in latest_by_rank and p.create_time > latest_by_rank[p.rank] + 1.0
+        p.rank == r.rank_label and p.pid != r.pid and p.create_time > r.create_time + 1.0
         for p in new_procs
+        for r in same_rank
     )

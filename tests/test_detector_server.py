@@ -107,10 +107,23 @@ def test_deadlock_over_http_names_the_culprit_and_survives_a_restart(db_url: str
         assert launch["status"] == "stalled"
         assert count_rows(db_url, "rank_phases") >= 4 * 3  # starting, dist_init, loading_weights (+ stalled)
 
-        # the agent is asked for a py-spy dump of the suspect
+        # the agent is asked for a py-spy dump of the suspect; the dump it sends back becomes evidence
         until(
             "a stack request", lambda: any(1002 in a["stack_requests"] for a in agent.acks), agent, timeout=20
         )
+        dump = "Thread 1002 (idle): MainThread\n    barrier (torch/distributed/distributed_c10d.py:4159)"
+        stack = {"pid": 1002, "top_frame": "distributed_c10d.py:4159", "function": "barrier"}
+        agent.post(
+            [{"ts": time.time(), "kind": "stacks", "message": dump, "source": "py-spy", "fields": stack}]
+        )
+
+        def stack_shown() -> bool:
+            inc = deadlock()
+            return bool(inc) and any(
+                e["what"] == "py-spy stack" and "barrier" in e["value"] for e in inc["evidence"]
+            )
+
+        until("the stack in the evidence", stack_shown, agent, timeout=40)
 
         server.stop()
         server = ServerProcess(db_url, env=FAST, port=server.port).start()
