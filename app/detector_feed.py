@@ -48,7 +48,7 @@ class Record:
 class _Cursor:
     hwm: int = 0  # highest id applied
     seen: set[int] = field(default_factory=set)  # ids above the re-scan floor already applied
-    history: deque[tuple[float, int]] = field(default_factory=deque)  # (wall time, hwm) for the floor
+    history: deque[tuple[float, int]] = field(default_factory=deque)  # (wall time, hwm before that read)
 
 
 @dataclass
@@ -77,25 +77,27 @@ class Feed:
             )
 
     def _floor(self, cur: _Cursor, wall: float) -> int:
-        while len(cur.history) > 1 and cur.history[1][0] <= wall - self.rescan_s:
+        """Re-read from the highest id known ``rescan_s`` ago: anything committed since then with a lower id
+        than the ones already read is still in range."""
+        if self.rescan_s <= 0:
+            return cur.hwm
+        while cur.history and cur.history[0][0] < wall - self.rescan_s:
             cur.history.popleft()
-        floor = cur.history[0][1] if cur.history and self.rescan_s > 0 else cur.hwm
-        return min(floor, cur.hwm)
+        return cur.history[0][1] if cur.history else cur.hwm
 
     def _advance(self, cur: _Cursor, ids: list[int], wall: float, floor: int) -> None:
+        before = cur.hwm
         if ids:
             cur.hwm = max(cur.hwm, max(ids))
         if self.rescan_s > 0:
             cur.seen = {i for i in cur.seen if i > floor}
             cur.seen.update(ids)
-            cur.history.append((wall, cur.hwm))
-        else:
-            cur.seen.clear()
+            cur.history.append((wall, before))  # (when, the highest id known before this read)
 
     def read(self, session: Session, wall: float | None = None) -> list[Record]:
         """New rows of every table since the last call, as wire records in time order."""
         wall = time.monotonic() if wall is None else wall
-        self.hosts = dict(session.execute(select(models.Host.id, models.Host.name)).tuples().all())
+        self.hosts = dict(session.execute(select(models.Host.id, models.Host.name)).all())
         out: list[Record] = []
         self.caught_up = True
         for name, reader in (

@@ -102,7 +102,7 @@ class DetectorService:
     def _hosts(self, s: Session) -> None:
         """Agent heartbeats by the server's clock (when batches arrived), not the agents' own timestamps."""
         H = models.Host
-        for name, last_seen, interval_s in s.execute(select(H.name, H.last_seen, H.interval_s)).tuples():
+        for name, last_seen, interval_s in s.execute(select(H.name, H.last_seen, H.interval_s)):
             h = self.fleet.host(name, last_seen, interval_s)
             h.last_seen = last_seen
 
@@ -116,7 +116,7 @@ class DetectorService:
         else:
             self.feed.start_at_end(s)
         L, R, P = models.Launch, models.Rank, models.RankPhase
-        hosts = dict(s.execute(select(models.Host.id, models.Host.name)).tuples().all())
+        hosts = dict(s.execute(select(models.Host.id, models.Host.name)).all())
         open_launches = s.execute(select(L).where(L.ended_at.is_(None))).scalars().all()
         for launch in open_launches:
             st = self.fleet.launch(str(launch.id))
