@@ -36,7 +36,9 @@ def _launches(url: str) -> list[tuple[int, float | None, str]]:
 def test_batches_of_one_engine_run_share_a_launch(db_url: str) -> None:
     first = make_batch(seq=0, n_gpus=2, ts=1_780_000_000.0)
     second = make_batch(seq=1, n_gpus=2, ts=1_780_000_001.0)
-    second["processes"] = [dict(p, create_time=first["processes"][i]["create_time"]) for i, p in enumerate(second["processes"])]
+    second["processes"] = [
+        dict(p, create_time=first["processes"][i]["create_time"]) for i, p in enumerate(second["processes"])
+    ]
     a, b = _store(db_url, first), _store(db_url, second)
     assert a is not None and a == b
     assert len(_launches(db_url)) == 1
