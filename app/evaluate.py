@@ -21,6 +21,7 @@ from app.offline import IncidentRecord, OfflineRun, metric_samples, rank_from_fi
 T0 = 1_780_000_000.0  # a fixed virtual epoch: runs are reproducible
 MEDIAN_GOAL_S = 30.0
 WORST_GOAL_S = 90.0
+EARLY_SLACK_S = 30.0
 
 
 @dataclass(slots=True)
@@ -97,7 +98,10 @@ def judge(sc: Any, incidents: list[IncidentRecord]) -> ScenarioResult:
             (
                 (i, inc)
                 for i, inc in enumerate(incidents)
-                if i not in used and (inc.kind in accepted or accepted & set(inc.confirmed_by))
+                if i not in used
+                and (inc.kind in accepted or accepted & set(inc.confirmed_by))
+                # before the onset nothing observable distinguished the fault: an earlier one is unrelated
+                and inc.opened_at >= T0 + e.onset_s - EARLY_SLACK_S
             ),
             None,
         )

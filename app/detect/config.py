@@ -46,7 +46,7 @@ class DetectConfig(BaseModel):
     idle_util_pct: float = Field(10.0, description="Utilisation at or below which a GPU is idle.")
     # --- serving
     stall_serving_s: float = Field(
-        20.0,
+        15.0,
         description="Requests running or queued but no decode batch and no generated token for this long: "
         "stalled_serving.",
     )
