@@ -10,14 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 # Rejecting unknown fields keeps a mistyped agent from silently sending data the server drops.
 _STRICT = ConfigDict(extra="forbid")
 
-Scalar = float | int | str | bool | None
-Label = Annotated[str, Field(max_length=128)]
-Text = Annotated[str, Field(max_length=8192)]
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL; a log line with one must not cost the whole batch.
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
+
+
+Clean = AfterValidator(_no_nul)
+Scalar = float | int | Annotated[str, Clean] | bool | None
+Label = Annotated[str, Field(max_length=128), Clean]
+Text = Annotated[str, Field(max_length=8192), Clean]
 Pct = Annotated[float, Field(ge=0, le=1000)]
 NonNeg = Annotated[int, Field(ge=0)]
 NonNegF = Annotated[float, Field(ge=0)]
@@ -91,7 +98,7 @@ class Event:
     message: Text = ""
     rank: Label | None = None
     severity: Severity = "info"
-    source: Annotated[str, Field(max_length=512)] | None = None
+    source: Annotated[str, Field(max_length=512), Clean] | None = None
     fields: Annotated[dict[Label, Scalar], Field(max_length=64)] = field(default_factory=dict)
 
 
@@ -139,3 +146,5 @@ class IngestAck:
     server_time: float
     # pids the server wants a py-spy dump of (the agent answers with "stacks" events in a later batch)
     stack_requests: list[int] = field(default_factory=list)
+    # server clock minus the agent's, measured from the X-Specwatch-Sent-At header; timestamps were shifted by it
+    clock_offset_s: float = 0.0

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from agents import wire
 from app import auth, models, stack_requests
 from app.bodies import LimitedBodyRoute
-from app.ingest import BatchRejected, check_times, store_batch
+from app.ingest import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times, store_batch
 
 ingest_router = APIRouter(route_class=LimitedBodyRoute)
 read_router = APIRouter(prefix="/api/v1")
@@ -58,7 +58,15 @@ def ingest(
         if info.host_name != batch.agent.host:
             raise HTTPException(403, f"this token is for host {info.host_name!r}, not {batch.agent.host!r}")
         try:
-            check_times(batch, now, app_state.settings.max_future_skew_s, app_state.settings.max_past_age_s)
+            settings = app_state.settings
+            offset = clock_offset(
+                request.headers.get(SENT_AT_HEADER),
+                now,
+                settings.clock_correct_above_s,
+                settings.max_clock_skew_s,
+            )
+            shift_times(batch, offset)
+            check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
         except BatchRejected as exc:
             raise HTTPException(422, str(exc)) from exc
         result = store_batch(session, batch, now, learnt)
@@ -69,7 +77,12 @@ def ingest(
         hook(batch, result, now)
     app_state.ingest_stats.observe(batch, result, time.perf_counter() - t0)
     return wire.IngestAck(
-        seq=batch.seq, duplicate=result.duplicate, stored=result.stored, server_time=now, stack_requests=pids
+        seq=batch.seq,
+        duplicate=result.duplicate,
+        stored=result.stored,
+        server_time=now,
+        clock_offset_s=round(offset, 3),
+        stack_requests=pids,
     )
 
 

@@ -61,3 +61,54 @@ def revoke_tokens(session: Session, host: str | None = None, prefix: str | None 
     if prefix is not None:
         stmt = stmt.where(AgentToken.prefix == prefix)
     return session.execute(stmt).rowcount  # type: ignore[attr-defined]
+
+
+USER_TOKEN_PREFIX = "swu_"
+ROLES = ("viewer", "admin")
+
+
+def create_user_token(session: Session, name: str, role: str, now: float | None = None) -> str:
+    """A token for a person or tool (Prometheus, a script) reading the dashboard and API. Shown once."""
+    from app.models import UserToken
+
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    token = USER_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    session.add(
+        UserToken(
+            name=name,
+            role=role,
+            token_hash=hash_token(token),
+            prefix=token[: len(USER_TOKEN_PREFIX) + 6],
+            created_at=time.time() if now is None else now,
+        )
+    )
+    return token
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is asking: a user token's name and role, or a reverse proxy's user."""
+
+    name: str
+    role: str
+    via: str  # bearer | session | proxy | open
+    csrf: str | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+def verify_user_token(session: Session, token: str) -> Principal | None:
+    from app.models import UserToken
+
+    digest = hash_token(token)
+    row = session.execute(
+        select(UserToken.name, UserToken.role, UserToken.token_hash).where(
+            UserToken.token_hash == digest, UserToken.revoked_at.is_(None)
+        )
+    ).first()
+    if row is None or not hmac.compare_digest(row.token_hash, digest):
+        return None
+    return Principal(name=row.name, role=row.role, via="bearer")

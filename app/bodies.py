@@ -6,6 +6,7 @@ import zlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import orjson
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
@@ -39,12 +40,17 @@ async def read_limited_body(request: Request, limit: int) -> bytes:
 
 
 class LimitedBodyRequest(Request):
-    limit: int = 8 * 1024 * 1024
-
     async def body(self) -> bytes:
         if not hasattr(self, "_body"):
             self._body = await read_limited_body(self, self.app.state.settings.max_body_bytes)
         return self._body
+
+    async def json(self) -> Any:
+        # orjson: several times faster on the ingest path, and its nesting limit turns a hostile
+        # 100,000-deep body into a JSONDecodeError (a 422 naming the problem) instead of a RecursionError.
+        if not hasattr(self, "_json"):
+            self._json = orjson.loads(await self.body())
+        return self._json
 
 
 class LimitedBodyRoute(APIRoute):

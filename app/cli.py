@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from app import __version__
 
 # Modules that add subcommands: each has register(subparsers) which sets ``func`` on its parser.
-COMMAND_MODULES: tuple[str, ...] = ("app.commands", "app.alerts.commands", "app.evaluate", "app.replay")
+COMMAND_MODULES: tuple[str, ...] = (
+    "app.commands",
+    "app.alerts.commands",
+    "app.scenario_commands",
+    "app.check_draft",
+    "app.evaluate",
+    "app.replay",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -81,6 +81,38 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_user(args: argparse.Namespace) -> int:
+    from sqlalchemy import select, update
+
+    from app import auth, models
+    from app.db import make_engine, session_factory, transaction
+
+    settings = _settings(args)
+    url = _migrated(settings)
+    engine = make_engine(url)
+    try:
+        with transaction(session_factory(engine)) as s:
+            if args.user_command == "add":
+                print(auth.create_user_token(s, args.name, args.role))
+            elif args.user_command == "revoke":
+                U = models.UserToken
+                n = s.execute(
+                    update(U)
+                    .where(U.name == args.name, U.revoked_at.is_(None))
+                    .values(revoked_at=time.time())
+                ).rowcount  # type: ignore[attr-defined]
+                print(f"revoked {n} token(s) of {args.name}")
+                if n == 0:
+                    return 1
+            else:
+                for t in s.execute(select(models.UserToken).order_by(models.UserToken.id)).scalars():
+                    state = "revoked" if t.revoked_at else "active"
+                    print(f"{t.prefix}…  {t.name}  {t.role}  {state}  created={time.ctime(t.created_at)}")
+    finally:
+        engine.dispose()
+    return 0
+
+
 def cmd_db(args: argparse.Namespace) -> int:
     from app.db import downgrade, make_engine, session_factory, transaction
 
@@ -129,6 +161,18 @@ def register(sub: Any) -> None:
     for q in (c, r, tsub.choices["list"]):
         _db_arg(q)
     p.set_defaults(func=cmd_token)
+
+    p = sub.add_parser("user", help="tokens for people and tools reading the dashboard/API (with auth=token)")
+    usub = p.add_subparsers(dest="user_command", required=True)
+    a = usub.add_parser("add", help="create a token for a person or tool and print it (shown once)")
+    a.add_argument("name")
+    a.add_argument("--role", choices=["viewer", "admin"], default="viewer")
+    rv = usub.add_parser("revoke", help="revoke every token of a name")
+    rv.add_argument("name")
+    usub.add_parser("list", help="list user tokens (prefix, name, role)")
+    for q in (a, rv, usub.choices["list"]):
+        _db_arg(q)
+    p.set_defaults(func=cmd_user)
 
     p = sub.add_parser("db", help="schema migrations and retention")
     dsub = p.add_subparsers(dest="db_command", required=True)

@@ -49,6 +49,46 @@ def check_times(batch: wire.IngestBatch, now: float, max_future_s: float, max_pa
                 )
 
 
+SENT_AT_HEADER = "X-Specwatch-Sent-At"
+
+
+def clock_offset(sent_at: str | None, now: float, correct_above_s: float, refuse_above_s: float) -> float:
+    """Server clock minus agent clock, from the send-time header the agent stamps on each attempt (the body
+    keeps the time the batch was built, which a spooled batch makes old). 0 within ``correct_above_s``;
+    refused beyond ``refuse_above_s``, where a shift would more likely hide a broken clock than fix it."""
+    if sent_at is None:
+        return 0.0
+    try:
+        agent_now = float(sent_at)
+    except ValueError as exc:
+        raise BatchRejected(f"{SENT_AT_HEADER} must be Unix seconds, got {sent_at[:40]!r}") from exc
+    offset = now - agent_now
+    if abs(offset) > refuse_above_s:
+        side = "behind" if offset > 0 else "ahead of"
+        raise BatchRejected(
+            f"the agent's clock is {abs(offset):.0f} s {side} the server's (limit {refuse_above_s:.0f} s): "
+            "fix time sync (NTP) on that host"
+        )
+    return offset if abs(offset) > correct_above_s else 0.0
+
+
+def shift_times(batch: wire.IngestBatch, offset: float) -> None:
+    """Move every agent-clock timestamp of the batch onto the server's clock."""
+    if not offset:
+        return
+    batch.sent_at += offset
+    records: list[wire.GpuSample | wire.Event | wire.MetricSample] = [
+        *batch.gpus,
+        *batch.events,
+        *batch.metrics,
+    ]
+    for rec in records:
+        rec.ts += offset
+    for p in batch.processes:
+        p.ts += offset
+        p.create_time += offset
+
+
 def insert_ignore(session: Session, table: Any, rows: list[dict[str, Any]], keys: list[str]) -> int:
     """INSERT ... ON CONFLICT DO NOTHING on either backend (concurrent ingest of a new host or series races).
     Returns how many rows were inserted."""

@@ -16,9 +16,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 
-from app import __version__, alerts, leader, promexport, retention, rollups, web
+from app import __version__, access, alerts, leader, promexport, retention, rollups, web
+from app.acceptance_api import router as acceptance_router
+from app.access import AccessControl
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
 from app.db import is_sqlite, make_engine, session_factory, transaction
@@ -131,14 +133,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     alerts.attach(app)
     promexport.attach(app)
 
-    @app.exception_handler(OperationalError)
     @app.exception_handler(DBAPIError)
-    async def db_unavailable(request: Request, exc: Exception) -> JSONResponse:
-        # Nothing was committed (the unit of work rolled back): tell the agent to retry later.
-        log.warning("database error on %s: %s", request.url.path, str(exc).splitlines()[0])
-        return JSONResponse(
-            {"detail": "database unavailable, retry later"}, status_code=503, headers={"Retry-After": "2"}
-        )
+    async def database_error(request: Request, exc: Exception) -> JSONResponse:
+        # Whatever happened, the unit of work rolled back: nothing of the request was stored.
+        first_line = str(exc).splitlines()[0]
+        if isinstance(exc, DataError):
+            # a value the database cannot hold (an id beyond 64 bits, say): the request's fault
+            return JSONResponse({"detail": "a value in the request is out of range"}, status_code=422)
+        if isinstance(exc, OperationalError | InterfaceError) or getattr(
+            exc, "connection_invalidated", False
+        ):
+            log.warning("database unavailable on %s: %s", request.url.path, first_line)
+            return JSONResponse(
+                {"detail": "database unavailable, retry later"}, status_code=503, headers={"Retry-After": "2"}
+            )
+        log.error("database error on %s: %s", request.url.path, first_line)
+        return JSONResponse({"detail": "internal error; nothing was stored"}, status_code=500)
+
+    @app.exception_handler(OverflowError)
+    async def out_of_range(request: Request, exc: Exception) -> JSONResponse:
+        # SQLite's driver refuses integers beyond 64 bits before the query runs
+        return JSONResponse({"detail": "a value in the request is out of range"}, status_code=422)
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:
@@ -165,5 +180,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(ingest_router)
     app.include_router(read_router)
+    app.include_router(acceptance_router)
     web.install(app)
+    access.install(app, settings)
+    app.add_middleware(AccessControl, settings=settings, factory=app.state.sessions)
     return app

@@ -391,3 +391,25 @@ class GpuRollup(Base):
     power_mean: Mapped[float | None] = mapped_column(Float)
     power_max: Mapped[float | None] = mapped_column(Float)
     temp_max: Mapped[float | None] = mapped_column(Float)
+
+
+class UserToken(Base):
+    """Credentials of people and tools reading the dashboard and API when access control is on.
+    Only a SHA-256 of the token is kept, like agent tokens."""
+
+    __tablename__ = "user_tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    role: Mapped[str] = mapped_column(String(16))  # viewer | admin
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
+class ServerSecret(Base):
+    """Secrets every server behind one database must share (the session-cookie signing key)."""
+
+    __tablename__ = "server_secrets"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(256))

@@ -56,11 +56,24 @@ def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetri
 def gpu_metrics(s: Session, now: float) -> Iterator[Metric]:
     G, H, S = models.Gpu, models.Host, models.GpuSample
     rows = s.execute(
-        select(H.name, G.index, G.uuid, G.mem_total_bytes, G.power_limit_w, S)
+        select(
+            H.name,
+            G.index,
+            G.uuid,
+            G.mem_total_bytes,
+            G.power_limit_w,
+            S.ts,
+            S.util_gpu_pct,
+            S.mem_used_bytes,
+            S.power_w,
+            S.temp_c,
+        )
         .join(H, H.id == G.host_id)
         .join(S, and_(S.gpu_id == G.id, S.ts == G.last_seen))
         .where(G.last_seen > now - GPU_STALE_S)
         .order_by(H.name, G.index)
+        # one index probe per GPU; unanalysed SQLite would otherwise scan every sample
+        .with_hint(S, "INDEXED BY ix_gpu_samples_gpu_ts", "sqlite")
     ).all()
     labels = ["host", "gpu", "uuid"]
     util = _gauge(
@@ -73,24 +86,24 @@ def gpu_metrics(s: Session, now: float) -> Iterator[Metric]:
     temp = _gauge("specwatch_gpu_temperature_celsius", "GPU temperature.", labels)
     ts = _gauge("specwatch_gpu_sample_timestamp_seconds", "When the exported GPU sample was taken.", labels)
     seen: set[str] = set()
-    for host, index, uuid, total, power_limit, sample in rows:
+    for host, index, uuid, total, power_limit, sample_ts, util_pct, mem_used, power_w, temp_c in rows:
         if uuid in seen:  # two samples with one timestamp: either is the latest
             continue
         seen.add(uuid)
         lv = [host, str(index), uuid]
-        if sample.util_gpu_pct is not None:
-            util.add_metric(lv, sample.util_gpu_pct / 100.0)
-        if sample.mem_used_bytes is not None:
-            mem.add_metric(lv, float(sample.mem_used_bytes))
+        if util_pct is not None:
+            util.add_metric(lv, util_pct / 100.0)
+        if mem_used is not None:
+            mem.add_metric(lv, float(mem_used))
         if total is not None:
             mem_total.add_metric(lv, float(total))
-        if sample.power_w is not None:
-            power.add_metric(lv, sample.power_w)
+        if power_w is not None:
+            power.add_metric(lv, power_w)
         if power_limit is not None:
             limit.add_metric(lv, power_limit)
-        if sample.temp_c is not None:
-            temp.add_metric(lv, sample.temp_c)
-        ts.add_metric(lv, sample.ts)
+        if temp_c is not None:
+            temp.add_metric(lv, temp_c)
+        ts.add_metric(lv, sample_ts)
     yield from (util, mem, mem_total, power, limit, temp, ts)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import (
@@ -41,6 +41,14 @@ class Settings(BaseSettings):
     max_future_skew_s: float = Field(
         300.0, description="Samples further in the future than this are refused."
     )
+    clock_correct_above_s: float = Field(
+        2.0,
+        description="An agent clock further off than this (measured from its X-Specwatch-Sent-At header) has "
+        "its batch's timestamps shifted onto the server's clock.",
+    )
+    max_clock_skew_s: float = Field(
+        3600.0, description="An agent clock further off than this is refused with a message, not corrected."
+    )
     max_past_age_s: float = Field(
         30 * 86400.0,
         description="Samples older than this are refused (beyond raw retention they would be pruned).",
@@ -54,6 +62,21 @@ class Settings(BaseSettings):
     detect: DetectConfig = Field(
         default_factory=DetectConfig,
         description="Detection thresholds (docs/detection.md); e.g. SPECWATCH_DETECT__STALL_SERVING_S=30.",
+    )
+    auth: Literal["none", "token", "proxy"] = Field(
+        "none",
+        description="Access control of the dashboard and API: none (open; bind to localhost), token (user tokens "
+        "from `specwatch user add`, browser login), proxy (a reverse proxy passes the user in headers).",
+    )
+    proxy_user_header: str = Field("X-Forwarded-User", description="auth=proxy: header naming the user.")
+    proxy_groups_header: str = Field("X-Forwarded-Groups", description="auth=proxy: header listing groups.")
+    proxy_admin_group: str = Field(
+        "specwatch-admins", description="auth=proxy: the group given the admin role."
+    )
+    session_ttl_s: float = Field(12 * 3600.0, description="auth=token: how long a browser login lasts.")
+    cookie_secure: bool = Field(
+        False,
+        description="Mark session cookies Secure even when the server itself sees plain HTTP (behind TLS).",
     )
     background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
     alert_group_wait_s: float = Field(

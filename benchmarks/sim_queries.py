@@ -106,7 +106,9 @@ def measure(name: str, n_ticks: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
-        "--scenarios", nargs="*", default=["healthy", "two-hosts", "dp-attention", "startup-deadlock"]
+        "--scenarios",
+        nargs="*",
+        default=["healthy", "two-hosts", "dp-attention", "startup-deadlock", "vllm-healthy"],
     )
     ap.add_argument("--ticks", type=int, default=300)
     args = ap.parse_args()

@@ -44,6 +44,9 @@
 
   async function send(method, url, body) {
     const opts = { method, headers: { Accept: "application/json" } };
+    // with access control on, changes made from a logged-in browser carry the session's CSRF token
+    const csrf = document.cookie.split("; ").find((c) => c.startsWith("specwatch_csrf="));
+    if (csrf) opts.headers["X-CSRF-Token"] = decodeURIComponent(csrf.split("=")[1]);
     if (body !== undefined) {
       opts.headers["Content-Type"] = "application/json";
       opts.body = JSON.stringify(body);

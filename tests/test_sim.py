@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.logparse import parse_lines
@@ -103,6 +105,14 @@ def test_healthy_gpus_look_like_an_h200_launch() -> None:
     assert all(20e9 < (g.mem_used_bytes or 0) < 76.7 * 2**30 for g in loading)  # rising with the shards
     assert all((g.util_gpu_pct or 0) >= 60 and (g.power_w or 0) > 300 for g in serving)
     assert len({g.uuid for g in serving}) == 8
+
+
+def test_h100_reports_like_an_h100() -> None:
+    sc = load_scenario("h100-healthy")
+    gpus = SimCluster(sc, T0).gpu_samples("gpu-a01", T0 + sc.ready_s + 60)
+    assert {g.name for g in gpus} == {"NVIDIA H100 80GB HBM3"}
+    assert {g.mem_total_bytes for g in gpus} == {81559 * 2**20}
+    assert all(60 * 2**30 < (g.mem_used_bytes or 0) < 80 * 2**30 for g in gpus)
 
 
 def test_startup_deadlock_culprit_stands_out() -> None:
@@ -226,6 +236,10 @@ def test_process_titles_are_sglangs() -> None:
         ('base = "healthy"\n[[faults]]\nkind = "hang"\nrank = "TP9"\nstep = "kv_alloc"\n', "faults.0.rank"),
         ('base = "healthy"\n[[faults]]\nkind = "hang"\nrank = "TP1"\n', "faults.0"),
         ('base = "nope"\n', "base"),
+        (
+            'base = "healthy"\n[cluster]\ngpu = "H100"\n',
+            "model.weights_gb: 77.9 GiB of weights per GPU leave no KV",
+        ),
         ('description = "x"\ndeployment = "d"\nduration_s = \n', "TOML"),
     ],
 )
@@ -337,6 +351,23 @@ def test_collective_spin_peers_spin_at_idle_power_culprit_idle() -> None:
             assert (g.util_gpu_pct or 0) >= 99 and 55 < (g.power_w or 0) < 75 and g.power_limit_w == 700
     last = max(ln.ts for ln in cluster.log_lines("gpu-a01", T0, T0 + sc.duration_s))
     assert last < T0 + exp.onset_s  # nothing moves in the logs after the hang
+
+
+def test_one_rank_stuck_loading_while_peers_finish() -> None:
+    sc = load_scenario("rank-stuck-loading")
+    (exp,) = sc.expected
+    cluster = SimCluster(sc, T0)
+    lines = cluster.log_lines("gpu-a01", T0, T0 + sc.duration_s)
+    ended = {ln.file for ln in lines if "Load weight end." in ln.text}
+    assert ended == {f"sglang-TP{i}.log" for i in range(8) if i != 6}
+    assert any("64/64" in ln.text for ln in lines)  # TP0's bar completes: the bar alone hides the straggler
+    now = T0 + sc.schedule.step("load_target").end + 60
+    mem = {g.index: g.mem_used_bytes or 0 for g in cluster.gpu_samples("gpu-a01", now)}
+    assert mem[6] < min(m for i, m in mem.items() if i != 6) - 5 * 2**30
+    procs = {p.rank: p for p in cluster.process_samples("gpu-a01", now) if p.rank}
+    later = {p.rank: p for p in cluster.process_samples("gpu-a01", now + 60) if p.rank}
+    assert procs["TP6"].state == "D" and later["TP6"].io_read_bytes == procs["TP6"].io_read_bytes
+    assert exp.culprit == "TP6" and exp.onset_s < now - T0
 
 
 def test_rank_crash_exit_code_then_gone_and_launcher_says_so() -> None:
@@ -455,6 +486,21 @@ def test_quiet_but_healthy_scenarios_keep_moving() -> None:
     assert running == 0
 
 
+def test_multi_tag_labels_follow_sglang() -> None:
+    sc = load_scenario("pp-ep")
+    cluster = SimCluster(sc, T0)
+    now = T0 + sc.ready_s + 30
+    second = sorted(p.name for p in cluster.process_samples("gpu-c02", now) if p.rank)
+    assert second == sorted(f"sglang::scheduler_PP1_TP{i}_EP{i}" for i in range(8))
+    decode = [ln.text for ln in cluster.log_lines("gpu-c02", now - 10, now) if "Decode batch" in ln.text]
+    assert decode and all(PREFIX.match(t).group(2) == "PP1 TP0 EP0" for t in decode)  # type: ignore[union-attr]
+    first = cluster.log_lines("gpu-c01", now - 10, now)
+    assert first and all(
+        "Decode batch" not in ln.text for ln in first
+    )  # access lines only: HTTP is on host 1
+    assert 'pp_rank="1"' in (cluster.metrics_text("gpu-c01", now) or "")
+
+
 def test_two_hosts_split_sixteen_ranks() -> None:
     sc = load_scenario("two-hosts")
     cluster = SimCluster(sc, T0)
@@ -479,10 +525,12 @@ def test_vllm_speaks_vllm() -> None:
     spec = [e for e in main if e.kind == "spec_metrics"]
     assert len(spec) > 10 and all(2.8 < float(e.fields["accept_len"]) < 3.0 for e in spec)  # type: ignore[arg-type]
     assert all(len(str(e.fields["per_pos"]).split(",")) == 3 for e in spec)
-    assert [e.kind for e in events["vllm-TP0.log"] if e.kind in ("load_end", "capture_end")] == [
-        "load_end",
-        "capture_end",
+    tp0 = [
+        e.kind for e in events["vllm-TP0.log"] if e.kind not in ("shard_progress", "capture_progress", "raw")
     ]
+    # the worker's start-up in order (the second load_begin is "Loading drafter model...")
+    assert tp0 == ["dist_init_end", "load_begin", "load_begin", "load_end", "kv_alloc", "capture_end"]
+    assert [e.kind for e in main if e.kind == "server_ready"] == ["server_ready"]
     procs = {p.name: p for p in cluster.process_samples("gpu-a01", T0 + sc.ready_s + 10)}
     assert {f"VLLM::Worker_TP{i}" for i in range(8)} | {"VLLM::EngineCore", "vllm"} == set(procs)
     assert all(p.engine == "vllm" for p in procs.values())
@@ -501,3 +549,67 @@ def test_vllm_speaks_vllm() -> None:
     per_pos = [values[("vllm:spec_decode_num_accepted_tokens_per_pos_total", str(k))] for k in range(3)]
     assert per_pos == sorted(per_pos, reverse=True) and abs(sum(per_pos) - accepted) < 0.01 * accepted
     assert cluster.metrics_text("gpu-a01", T0 + sc.ready_s - 5) is None
+
+
+STEPS = ["dist_init", "load_target", "kv_alloc", "capture_target", "load_draft", "capture_draft", "warmup"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["hang", "crash", "xid"]),
+    when=st.one_of(
+        st.tuples(st.just("step"), st.sampled_from(STEPS)),
+        st.tuples(st.just("serving_s"), st.integers(0, 200)),
+    ),
+    within=st.sampled_from([0.0, 0.3, 0.9]),
+    rank=st.integers(0, 15),
+    hosts=st.sampled_from([1, 2]),
+    dp=st.sampled_from([1, 2]),
+    signature=st.sampled_from(["cpu_busy", "blocked", "spin", "idle", "driver_wait"]),
+    timeout=st.sampled_from([0, 120]),
+    cascade=st.booleans(),
+    engine=st.sampled_from(["sglang", "vllm"]),
+    scale=st.sampled_from([1.0, 0.2]),
+)
+def test_any_fault_a_scenario_author_writes_plays_consistently(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, when: tuple[str, object], within: float, rank: int,
+    hosts: int, dp: int, signature: str, timeout: int, cascade: bool, engine: str, scale: float,
+) -> None:  # fmt: skip
+    """Adding a scenario needs no code: whatever fault a file describes, the cluster plays it coherently."""
+    d = tmp_path_factory.mktemp("sc")
+    (d / "healthy.toml").write_text(Path(load_scenario("healthy").path).read_text())
+    names = [f"h{i}" for i in range(hosts)]
+    tp = 8 * hosts // dp
+    label = f"DP{rank % dp} TP{rank % tp}" if dp > 1 else f"TP{rank % tp}"
+    at = f'step = "{when[1]}"\nwithin = {within}' if when[0] == "step" else f"serving_s = {when[1]}"
+    (d / "x.toml").write_text(
+        f'base = "healthy"\nengine = "{engine}"\nduration_s = 700\n[cluster]\nhosts = {names!r}\ntp = {tp}\n'
+        f'dp = {dp}\n[[faults]]\nkind = "{kind}"\nrank = "{label}"\n{at}\nculprit_signature = "{signature}"\n'
+        f'peer_signature = "{"spin" if signature == "idle" else "blocked"}"\ncollective_timeout_s = {timeout}\n'
+        f"abort = true\ncascade = {str(cascade).lower()}\n"
+    )
+    sc = load_scenario("x", time_scale=scale, directory=d)
+    cluster = SimCluster(sc, T0, seed=rank)
+    fault_t = T0 + sc.schedule.fault_time(sc.spec.faults[0])
+    previous: dict[str, float] = {}
+    for t in range(0, int(sc.duration_s) + 60, 20):
+        now = T0 + t
+        for host in sc.hosts:
+            assert len(cluster.gpu_samples(host, now)) == 8
+            for p in cluster.process_samples(host, now):
+                assert p.create_time <= now and (p.state == "exited") == (p.exit_code is not None)
+            lines = cluster.log_lines(host, now - 20, now)
+            assert all(now - 20 <= ln.ts < now for ln in lines) and [ln.ts for ln in lines] == sorted(
+                ln.ts for ln in lines
+            )
+            text = cluster.metrics_text(host, now)
+            if text:
+                for fam in text_string_to_metric_families(text):
+                    for s in fam.samples:
+                        if fam.type == "counter" and s.name.endswith("_total"):
+                            key = s.name + repr(sorted(s.labels.items()))
+                            assert s.value >= previous.get(key, 0.0)
+                            previous[key] = s.value
+    # after the fault nobody decodes any more (a crash or XID takes the launch down; a hang stops it)
+    late = [ln for h in sc.hosts for ln in cluster.log_lines(h, fault_t + 30, T0 + sc.duration_s)]
+    assert not [ln for ln in late if "Decode batch" in ln.text or "SpecDecoding metrics" in ln.text]

@@ -12,8 +12,9 @@ from agents.sim.launcher import Launch, gpu_uuid
 from agents.sim.metrics import sglang_metrics
 from agents.sim.noise import unit
 from agents.sim.serving import decode_text, prefill_text
+from agents.sim.spec import GPU_TOTAL_GIB
 from agents.sim.stacks import py_spy_dump
-from agents.sim.startup import GIB, GPU_TOTAL_GIB
+from agents.sim.startup import GIB
 from agents.sim.timeline import INF, SimLogLine
 
 GPU_NAME = {"H200": "NVIDIA H200", "H100": "NVIDIA H100 80GB HBM3"}
@@ -31,10 +32,10 @@ class SimCluster(Launch):
             raise KeyError(f"no host {host!r} in scenario {self.sc.name!r} (hosts: {', '.join(self.procs)})")
 
     def load_factor(self, now: float) -> float:
-        if not self.traffic or now < self.ready or now >= self.serve_stop:
+        """How hard a serving GPU works (0..1): its batch against the ~48 requests that saturate it."""
+        if not self.traffic:
             return 0.0
-        tr = next(iter(self.traffic.values()))
-        return min(1.0, tr.running[tr._idx(now)] / 48.0)
+        return min(1.0, next(iter(self.traffic.values())).running_at(now) / 48.0)
 
     def gpu_samples(self, host: str, now: float) -> list[wire.GpuSample]:
         self._check(host)
@@ -148,41 +149,31 @@ class SimCluster(Launch):
         if self.vllm:
             tr = self.traffic[0]
             return vllm.serving_lines(self, tr, since, until) if host == spec.cluster.hosts[0] else []
+        http_host = (
+            host == spec.cluster.hosts[0]
+        )  # the launcher on the first host serves HTTP and logs access
         for idx, tr in self.traffic.items():
             r = self.ranks[idx]
-            if r.host != host:
+            if r.host != host and not http_host:
                 continue
-            file = self.file_for(r)
-            tags = r.label
-            for w in tr.windows(since, until):
-                out.append(
-                    SimLogLine(
-                        w.ts,
-                        file,
-                        F.sglang_prefix(w.ts, tags, spec.cluster.log_ms)
-                        + decode_text(w, spec.model.speculative),
-                    )
-                )
+            file, tags = self.file_for(r), r.label
+            if r.host == host:
+                for w in tr.windows(since, until):
+                    head = F.sglang_prefix(w.ts, tags, spec.cluster.log_ms)
+                    out.append(SimLogLine(w.ts, file, head + decode_text(w, spec.model.speculative)))
             for ts, n, new, cached, running in tr.prefills(since, until):
-                usage = tr.window(max(1, math.floor((ts - tr.ready - tr.offset) / tr.interval))).token_usage
-                out.append(
-                    SimLogLine(
-                        ts,
-                        file,
-                        F.sglang_prefix(ts, tags, spec.cluster.log_ms)
-                        + prefill_text(n, new, cached, usage, running, 0),
-                    )
-                )
+                if r.host == host:
+                    w = tr.window(max(1, math.floor((ts - tr.ready - tr.offset) / tr.interval)))
+                    head = F.sglang_prefix(ts, tags, spec.cluster.log_ms)
+                    text = prefill_text(n, new, cached, w.token_usage, running, w.queue)
+                    out.append(SimLogLine(ts, file, head + text))
+                if not http_host:
+                    continue
                 for k in range(n):
                     port = 30000 + int(unit(self.seed, "port", ts, k) * 30000)
                     client = f"10.0.{1 + r.index % 4}.{20 + int(unit(self.seed, 'ip', ts, k) * 40)}:{port}"
-                    out.append(
-                        SimLogLine(
-                            ts + 0.001 * (k + 1),
-                            self.file_for(None),
-                            F.uvicorn_access(client, "POST", "/v1/chat/completions"),
-                        )
-                    )
+                    access = F.uvicorn_access(client, "POST", "/v1/chat/completions")
+                    out.append(SimLogLine(ts + 0.001 * (k + 1), self.file_for(None), access))
         return out
 
     def metrics_text(self, host: str, now: float) -> str | None:
@@ -202,8 +193,8 @@ class SimCluster(Launch):
                 "model_name": m.path,
                 "engine_type": "unified",
                 "tp_rank": str(r.tp_rank),
-                "pp_rank": "0",
-                "moe_ep_rank": "0",
+                "pp_rank": str(r.pp_rank),
+                "moe_ep_rank": str(r.tp_rank if self.sc.spec.cluster.ep else 0),
             }
             if r.dp_rank is not None:
                 labels["dp_rank"] = str(r.dp_rank)

@@ -3,7 +3,6 @@ lines, NCCL INFO lines, uvicorn access lines. Times are printed in UTC."""
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 
 
@@ -101,11 +100,3 @@ def uvicorn_access(client: str, method: str, path: str, status: int = 200) -> st
 
 def gb(x: float) -> str:
     return f"{x:.2f}"
-
-
-def fmt_elapsed(x: float) -> str:
-    return f"{max(0.0, x):.2f}"
-
-
-def ceil_div(a: int, b: int) -> int:
-    return math.ceil(a / b)

@@ -77,6 +77,7 @@ class Launch:
         imp = self.sc.spec.startup.import_s * self.sc.time_scale
         for hi, host in enumerate(c.hosts):
             args = f"--model-path {m.path} --tp {c.tp}" + (f" --dp {c.dp}" if c.dp > 1 else "")
+            args += (f" --pp-size {c.pp}" if c.pp > 1 else "") + (f" --ep-size {c.tp}" if c.ep else "")
             if c.dp_attention:
                 args += " --enable-dp-attention"
             if m.speculative:
@@ -210,7 +211,7 @@ class Launch:
                 f"server_args=ServerArgs(model_path='{m.path}', "
                 f"tokenizer_path='{m.path}', trust_remote_code=True, dtype='auto', host='0.0.0.0', "
                 f"port={c.port}, mem_fraction_static={m.mem_fraction_static}, tp_size={c.tp}, "
-                f"dp_size={c.dp}, nnodes={len(c.hosts)}, node_rank={hi}, enable_metrics=True"
+                f"dp_size={c.dp}, pp_size={c.pp}, ep_size={c.tp if c.ep else 1}, nnodes={len(c.hosts)}, node_rank={hi}, enable_metrics=True"
                 f"{spec}, watchdog_timeout=300, ...)",
             )
         host0 = c.hosts[0]
@@ -250,7 +251,8 @@ class Launch:
                 ts, "EngineCore_DP0", self.engine_core.pid, "multiproc_executor.py:154", "ERROR"
             )
             text = f"Worker proc VllmWorker-{r.index} died unexpectedly, shutting down executor."
-            self.main[r.host].lines.append(SimLogLine(ts, self.file_for(None), head + text))
+            api = self.main[self.sc.spec.cluster.hosts[0]]  # vLLM's engine core runs beside the API server
+            api.lines.append(SimLogLine(ts, self.file_for(None), head + text))
         else:
             for k, text in enumerate(
                 launcher_crash(r.index, self.rank_proc[i].pid, fate.exit_code or -9, serving)
@@ -260,5 +262,5 @@ class Launch:
             for host, procs in self.procs.items():
                 for p in procs:
                     if p.rank is None and p.exit_time == INF:
-                        p.exit_time = fate.exit + (1.5 if p is self.main[host] else 1.2)
+                        p.exit_time = fate.exit + (1.5 if p is self.main.get(host) else 1.2)
                         p.exit_code = -9

@@ -15,7 +15,7 @@ TTFT_BUCKETS = [(0.1, 0.08), (0.25, 0.35), (0.5, 0.7), (1.0, 0.9), (2.5, 0.98), 
 E2E_BUCKETS = [(1.0, 0.01), (2.5, 0.05), (5.0, 0.25), (10.0, 0.6), (20.0, 0.88), (40.0, 0.98), (60.0, 1.0)]
 
 
-class _Snapshot(Collector):
+class Snapshot(Collector):
     def __init__(self, families: list[Metric]) -> None:
         self.families = families
 
@@ -83,10 +83,16 @@ def sglang_metrics(
         # The acceptance gauges are only set by decode stats: before the first decode report the series do
         # not exist (a labelled prometheus_client gauge appears on its first set), rather than reading 0.
         if speculative and w is not None:
-            gauge("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
-                  round(w.accept_len, 4))  # fmt: skip
-            gauge("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.",
-                  round(w.accept_rate, 4))  # fmt: skip
+            gauge(
+                "sglang:spec_accept_length",
+                "The average acceptance length of speculative decoding.",
+                round(w.accept_len, 4),
+            )
+            gauge(
+                "sglang:spec_accept_rate",
+                "The average acceptance rate of speculative decoding.",
+                round(w.accept_rate, 4),
+            )
         if speculative:
             counter("sglang:spec_verify_calls", "The number of speculative verify calls.", int(verify))
         counter("sglang:prompt_tokens", "Number of prefill tokens processed.", int(requests * prompt_tokens))
@@ -113,7 +119,7 @@ def sglang_metrics(
             )
         )
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot([*fams.values(), *_merge(hists)]))
+    registry.register(Snapshot([*fams.values(), *_merge(hists)]))
     return generate_latest(registry).decode()
 
 

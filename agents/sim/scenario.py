@@ -134,11 +134,12 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def _describe(path: Path, exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        field = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field (misspelt?)"
-        problems.append(f"field '{field}': {msg}")
+        # a check across fields (top level) names its field in the message itself
+        problems.append(f"field '{field}': {msg}" if field else msg)
     return f"{path}: " + "; ".join(problems)
 
 

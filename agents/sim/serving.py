@@ -56,6 +56,12 @@ class Traffic:
     def _idx(self, t: float) -> int:
         return max(0, bisect.bisect_right(self.at, t) - 1)
 
+    def running_at(self, t: float) -> int:
+        """Requests this stats rank is decoding at ``t`` (0 before ready and after the launch stopped)."""
+        if t < self.ready or t >= self.stop:
+            return 0
+        return self.running[self._idx(t)]
+
     def accept_base(self, i: int) -> float:
         sv = self.sc.spec.serving
         if not self.speculative:

@@ -36,8 +36,8 @@ StepName = Literal[
 ]
 CrashError = Literal["illegal_memory_access", "oom", "nccl_error", "launch_failure", "killed"]
 
-PosF = float
 _STRICT = ConfigDict(extra="forbid", frozen=True)
+GPU_TOTAL_GIB = {"H200": 143771 / 1024, "H100": 81559 / 1024}  # NVML memory.total, MiB -> GiB
 
 
 class ClusterSpec(BaseModel):
@@ -47,6 +47,8 @@ class ClusterSpec(BaseModel):
     tp: int = Field(8, ge=1, le=256)
     dp: int = Field(1, ge=1, le=64)
     dp_attention: bool = False
+    pp: int = Field(1, ge=1, le=64, description="pipeline stages: ranks are labelled 'PP1 TP0'")
+    ep: bool = Field(False, description="expert parallelism over the TP group: ranks are labelled 'TP3 EP3'")
     gpu: Literal["H200", "H100"] = "H200"
     log_layout: Literal["per-rank", "single"] = "per-rank"
     log_ms: bool = False
@@ -55,7 +57,7 @@ class ClusterSpec(BaseModel):
 
     @model_validator(mode="after")
     def _fits(self) -> ClusterSpec:
-        world = self.tp if self.dp_attention else self.tp * self.dp
+        world = (self.tp if self.dp_attention else self.tp * self.dp) * self.pp
         if world > len(self.hosts) * self.gpus_per_host:
             raise ValueError(
                 f"{world} ranks do not fit on {len(self.hosts)} host(s) x {self.gpus_per_host} GPUs"
@@ -93,16 +95,16 @@ class ModelSpec(BaseModel):
 
 class StartupSpec(BaseModel):
     model_config = _STRICT
-    import_s: PosF = Field(8.0, gt=0)
-    dist_init_s: PosF = Field(3.0, gt=0)
-    load_s: PosF = Field(180.0, gt=0)
-    kv_alloc_s: PosF = Field(6.0, gt=0)
-    capture_target_s: PosF = Field(50.0, gt=0)
-    jit_s: PosF = Field(0.0, ge=0, description="JIT compilation at the start of target capture (CPU busy)")
-    draft_load_s: PosF = Field(8.0, gt=0)
-    capture_draft_s: PosF = Field(25.0, gt=0)
-    capture_draft_extend_s: PosF = Field(12.0, ge=0)
-    warmup_s: PosF = Field(6.0, gt=0)
+    import_s: float = Field(8.0, gt=0)
+    dist_init_s: float = Field(3.0, gt=0)
+    load_s: float = Field(180.0, gt=0)
+    kv_alloc_s: float = Field(6.0, gt=0)
+    capture_target_s: float = Field(50.0, gt=0)
+    jit_s: float = Field(0.0, ge=0, description="JIT compilation at the start of target capture (CPU busy)")
+    draft_load_s: float = Field(8.0, gt=0)
+    capture_draft_s: float = Field(25.0, gt=0)
+    capture_draft_extend_s: float = Field(12.0, ge=0)
+    warmup_s: float = Field(6.0, gt=0)
     capture_batches: int = Field(34, ge=1, le=512)
     read_amplification: float = Field(1.1, gt=0, description="bytes read from disk per byte of weights")
 
@@ -198,6 +200,18 @@ class ScenarioSpec(BaseModel):
         default_factory=list,
         description="kinds a detector may also open after the fault (not false positives)",
     )
+
+    @model_validator(mode="after")
+    def _fits_in_memory(self) -> ScenarioSpec:
+        m, gpu = self.model, self.cluster.gpu
+        budget = GPU_TOTAL_GIB[gpu] * m.mem_fraction_static
+        weights = m.weights_gb + (m.draft_weights_gb if m.speculative else 0.0)
+        if weights + 1.0 > budget:  # SGLang needs room for at least some KV cache
+            raise ValueError(
+                f"model.weights_gb: {weights:.1f} GiB of weights per GPU leave no KV cache on an {gpu} "
+                f"({budget:.1f} GiB at mem_fraction_static {m.mem_fraction_static})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _refs(self) -> ScenarioSpec:

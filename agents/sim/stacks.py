@@ -114,8 +114,12 @@ def py_spy_dump(proc: ProcTimeline, activity: str, serving: bool) -> str:
         frames += _INIT if (activity in _STARTUP and not serving) or activity == "import" else _SERVE
         frames += _ROOT
     else:
-        frames = [("select", "selectors.py", 468), ("_run_once", "asyncio/base_events.py", 1949),
-                  ("run_forever", "asyncio/base_events.py", 641), ("main", "sglang/launch_server.py", 14)]  # fmt: skip
+        frames = [
+            ("select", "selectors.py", 468),
+            ("_run_once", "asyncio/base_events.py", 1949),
+            ("run_forever", "asyncio/base_events.py", 641),
+            ("main", "sglang/launch_server.py", 14),
+        ]
     state = (
         "active"
         if activity in ("cpu_busy", "serving", "capture", "jit", "load", "import", "lost")

@@ -8,10 +8,10 @@ from agents.sim import formats as F
 from agents.sim.noise import unit
 from agents.sim.scenario import Scenario
 from agents.sim.schedule import Step
+from agents.sim.spec import GPU_TOTAL_GIB
 from agents.sim.timeline import INF, ProcTimeline, Segment, SimLogLine
 
 GIB = 1024**3
-GPU_TOTAL_GIB = {"H200": 143771 / 1024, "H100": 81559 / 1024}  # NVML memory.total, MiB -> GiB
 CTX_GIB = 0.62  # CUDA context + NCCL buffers after dist init
 RESERVED_GIB = 0.8
 DRAFT_KV_BYTES_PER_TOKEN = 4096  # one bf16 decoder layer, K and V, 1024 wide per rank  # what the driver keeps: SGLang's "avail mem" is total minus used minus this

@@ -18,6 +18,7 @@ class RankInfo:
     tp_rank: int
     dp_rank: int | None
     stats: bool  # logs decode/prefill stats and exports scheduler metrics (attention-TP rank 0)
+    pp_rank: int = 0
 
     @property
     def title(self) -> str:
@@ -30,31 +31,34 @@ class RankInfo:
 
 
 def ranks(cluster: ClusterSpec) -> list[RankInfo]:
+    """Every scheduler in launch order. Tags appear only for dimensions > 1, in SGLang's order: DP, PP, TP, EP
+    (``DP1 TP5``, ``PP1 TP0``, ``TP3 EP3``); the last pipeline stage's attention-TP rank 0 logs the stats."""
     out: list[RankInfo] = []
     replicas = 1 if cluster.dp_attention else cluster.dp
     attn_tp = cluster.tp // cluster.dp if cluster.dp_attention else cluster.tp
     for replica in range(replicas):
-        for t in range(cluster.tp):
-            i = len(out)
-            if cluster.dp > 1:
-                dp_rank = t // attn_tp if cluster.dp_attention else replica
-                label = f"DP{dp_rank} TP{t}"
-            else:
-                dp_rank, label = None, f"TP{t}"
-            node = i // cluster.gpus_per_host
-            out.append(
-                RankInfo(
-                    label=label,
-                    index=i,
-                    nccl_rank=t,
-                    host=cluster.hosts[node],
-                    node_rank=node,
-                    gpu_index=i % cluster.gpus_per_host,
-                    tp_rank=t,
-                    dp_rank=dp_rank,
-                    stats=t % attn_tp == 0,
+        for p in range(cluster.pp):
+            for t in range(cluster.tp):
+                i = len(out)
+                dp_rank = (t // attn_tp if cluster.dp_attention else replica) if cluster.dp > 1 else None
+                tags = [f"DP{dp_rank}"] if dp_rank is not None else []
+                tags += [f"PP{p}"] if cluster.pp > 1 else []
+                tags += [f"TP{t}"] + ([f"EP{t}"] if cluster.ep else [])
+                node = i // cluster.gpus_per_host
+                out.append(
+                    RankInfo(
+                        label=" ".join(tags),
+                        index=i,
+                        nccl_rank=p * cluster.tp + t,
+                        host=cluster.hosts[node],
+                        node_rank=node,
+                        gpu_index=i % cluster.gpus_per_host,
+                        tp_rank=t,
+                        dp_rank=dp_rank,
+                        stats=t % attn_tp == 0 and p == cluster.pp - 1,
+                        pp_rank=p,
+                    )
                 )
-            )
     return out
 
 

@@ -14,10 +14,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from agents.sim import formats as F
-from agents.sim.metrics import _Snapshot
+from agents.sim.metrics import Snapshot
 from agents.sim.schedule import Step
 from agents.sim.serving import Traffic
-from agents.sim.startup import CTX_GIB, GIB, RankStartup
+from agents.sim.startup import GIB, RankStartup
 from agents.sim.timeline import SimLogLine
 
 if TYPE_CHECKING:
@@ -52,16 +52,26 @@ class VllmRankStartup(RankStartup):
         r, c = self.rank, self.sc.spec.cluster
         self.line(a, "vLLM is using nccl==2.27.3", src="pynccl.py:103")
         self.seg(a, b, "dist_init", 0.0, self.used("dist_init"), rss1=2.4)
-        self.line(b, f"rank {r.index} in world size {len(self.sc.spec.cluster.hosts) * c.gpus_per_host} is "
-                     f"assigned as DP rank 0, PP rank 0, TP rank {r.tp_rank}, EP rank {r.tp_rank}",
-                  src="parallel_state.py:1208")  # fmt: skip
+        self.line(
+            b,
+            f"rank {r.index} in world size {len(self.sc.spec.cluster.hosts) * c.gpus_per_host} is "
+            f"assigned as DP rank 0, PP rank 0, TP rank {r.tp_rank}, EP rank {r.tp_rank}",
+            src="parallel_state.py:1208",
+        )
 
     def _load_target(self, step: Step, a: float, b: float) -> None:
         m, st = self.sc.spec.model, self.sc.spec.startup
         self.line(a, f"Starting to load model {m.path}...", src="gpu_model_runner.py:2338")
         rate = m.weights_gb * GIB * st.read_amplification / max(b - a, 1e-3)
-        self.seg(a, b, "load", self.used("dist_init"), self.used("load_target"), io_rate=rate,
-                 rss1=self.rss + 0.5 * m.weights_gb)  # fmt: skip
+        self.seg(
+            a,
+            b,
+            "load",
+            self.used("dist_init"),
+            self.used("load_target"),
+            io_rate=rate,
+            rss1=self.rss + 0.5 * m.weights_gb,
+        )
         if self.rank.index == 0:
             self._bar(a, b, m.shards, lambda done, el: F.shard_bar(done, m.shards, el), "shard")
         self.line(b - 0.05, f"Loading weights took {b - a - 0.4:.2f} seconds", src="default_loader.py:267")
@@ -85,8 +95,12 @@ class VllmRankStartup(RankStartup):
         self.seg(a, compile_end, "jit", used0, used0)
         self.seg(compile_end, b, "capture", used0, used1)
         r = self.rank.index
-        self.line(a + 0.05, f"Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1c2e9a7b/rank_{r}_0/"
-                            "backbone for vLLM's torch.compile", src="backends.py:548")  # fmt: skip
+        self.line(
+            a + 0.05,
+            f"Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1c2e9a7b/rank_{r}_0/"
+            "backbone for vLLM's torch.compile",
+            src="backends.py:548",
+        )
         self.line(
             a + 0.4 * (b - a), f"Dynamo bytecode transform time: {0.2 * (b - a):.2f} s", src="backends.py:559"
         )
@@ -103,8 +117,11 @@ class VllmRankStartup(RankStartup):
 
             self._bar(compile_end, mid, 2 * n, bar("mixed prefill-decode, PIECEWISE", 2 * n), "pw")
             self._bar(mid, b - 0.05, n, bar("decode, FULL", n), "full")
-        self.line(b, f"Graph capturing finished in {int(b - compile_end)} secs, took {used1 - used0:.2f} GiB",
-                  src="gpu_model_runner.py:3118")  # fmt: skip
+        self.line(
+            b,
+            f"Graph capturing finished in {int(b - compile_end)} secs, took {used1 - used0:.2f} GiB",
+            src="gpu_model_runner.py:3118",
+        )
 
     def _load_draft(self, step: Step, a: float, b: float) -> None:
         self.seg(a, b, "load", self.used("capture_target"), self.used("load_draft"))
@@ -121,35 +138,88 @@ def main_lines(launch: Launch, launch_stop: float) -> None:
     assert core is not None
     imp = sc.spec.startup.import_s * sc.time_scale
     file = launch.file_for(None)
-    spec = (f"speculative_config=SpeculativeConfig(method='eagle3', model='{m.draft_path}', "
-            f"num_spec_tokens={m.spec_steps}), ") if m.speculative else ""  # fmt: skip
+    spec = (
+        (
+            f"speculative_config=SpeculativeConfig(method='eagle3', model='{m.draft_path}', "
+            f"num_spec_tokens={m.spec_steps}), "
+        )
+        if m.speculative
+        else ""
+    )
     warm = sc.schedule.step("warmup")
     kv = sc.schedule.step("kv_alloc")
     ready = launch.t0 + warm.end
     tokens = launch.memory.kv_tokens
     rows: list[tuple[float, str, int, str, str]] = [
-        (launch.t0 + 0.2 * imp, "APIServer", api.pid, "api_server.py:1839", f"vLLM API server version {VERSION}"),
-        (launch.t0 + 0.25 * imp, "APIServer", api.pid, "utils.py:233",
-         f"non-default args: {{'model_tag': '{m.path}', 'model': '{m.path}', 'tensor_parallel_size': {c.tp}"
-         + (f", 'speculative_config': {{'method': 'eagle3', 'model': '{m.draft_path}', 'num_speculative_tokens': "
-            f"{m.spec_steps}}}" if m.speculative else "") + "}"),
-        (launch.t0 + 0.45 * imp, "EngineCore_DP0", core.pid, "core.py:77",
-         f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{m.path}', {spec}tokenizer='{m.path}', "
-         f"dtype=torch.bfloat16, max_seq_len={m.context_len}, tensor_parallel_size={c.tp}, "
-         "pipeline_parallel_size=1, data_parallel_size=1, quantization=None, enforce_eager=False, seed=0"),
-        (launch.t0 + kv.end + 0.1, "EngineCore_DP0", core.pid, "kv_cache_utils.py:1087",
-         f"GPU KV cache size: {tokens:,} tokens"),
-        (launch.t0 + kv.end + 0.11, "EngineCore_DP0", core.pid, "kv_cache_utils.py:1091",
-         f"Maximum concurrency for {m.context_len:,} tokens per request: {tokens / m.context_len:.2f}x"),
-        (ready - 0.3, "EngineCore_DP0", core.pid, "core.py:210",
-         f"init engine (profile, create kv cache, warmup model) took {ready - 0.3 - launch.t0 - imp:.2f} seconds"),
-        (ready - 0.1, "APIServer", api.pid, "api_server.py:1634", f"Starting vLLM API server 0 on http://0.0.0.0:{c.port}"),
-    ]  # fmt: skip
+        (
+            launch.t0 + 0.2 * imp,
+            "APIServer",
+            api.pid,
+            "api_server.py:1839",
+            f"vLLM API server version {VERSION}",
+        ),
+        (
+            launch.t0 + 0.25 * imp,
+            "APIServer",
+            api.pid,
+            "utils.py:233",
+            f"non-default args: {{'model_tag': '{m.path}', 'model': '{m.path}', 'tensor_parallel_size': {c.tp}"
+            + (
+                f", 'speculative_config': {{'method': 'eagle3', 'model': '{m.draft_path}', 'num_speculative_tokens': "
+                f"{m.spec_steps}}}"
+                if m.speculative
+                else ""
+            )
+            + "}",
+        ),
+        (
+            launch.t0 + 0.45 * imp,
+            "EngineCore_DP0",
+            core.pid,
+            "core.py:77",
+            f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{m.path}', {spec}tokenizer='{m.path}', "
+            f"dtype=torch.bfloat16, max_seq_len={m.context_len}, tensor_parallel_size={c.tp}, "
+            "pipeline_parallel_size=1, data_parallel_size=1, quantization=None, enforce_eager=False, seed=0",
+        ),
+        (
+            launch.t0 + kv.end + 0.1,
+            "EngineCore_DP0",
+            core.pid,
+            "kv_cache_utils.py:1087",
+            f"GPU KV cache size: {tokens:,} tokens",
+        ),
+        (
+            launch.t0 + kv.end + 0.11,
+            "EngineCore_DP0",
+            core.pid,
+            "kv_cache_utils.py:1091",
+            f"Maximum concurrency for {m.context_len:,} tokens per request: {tokens / m.context_len:.2f}x",
+        ),
+        (
+            ready - 0.3,
+            "EngineCore_DP0",
+            core.pid,
+            "core.py:210",
+            f"init engine (profile, create kv cache, warmup model) took {ready - 0.3 - launch.t0 - imp:.2f} seconds",
+        ),
+        (
+            ready - 0.1,
+            "APIServer",
+            api.pid,
+            "api_server.py:1634",
+            f"Starting vLLM API server 0 on http://0.0.0.0:{c.port}",
+        ),
+    ]
     for ts, proc, pid, src, text in rows:
         if ts < launch_stop:
             api.lines.append(SimLogLine(ts, file, prefix(ts, proc, pid, src) + text))
-    for i, text in enumerate([f"Started server process [{api.pid}]", "Waiting for application startup.",
-                              "Application startup complete."]):  # fmt: skip
+    for i, text in enumerate(
+        [
+            f"Started server process [{api.pid}]",
+            "Waiting for application startup.",
+            "Application startup complete.",
+        ]
+    ):
         if ready < launch_stop:
             api.lines.append(
                 SimLogLine(ready + 0.01 * i, file, f"(APIServer pid={api.pid}) INFO:     {text}")
@@ -173,27 +243,50 @@ def serving_lines(launch: Launch, traffic: Traffic, since: float, until: float) 
         gen_tp = (g1 - g0) / STATS_INTERVAL_S
         prompt_tp = gen_tp / launch.sc.spec.serving.output_tokens * launch.sc.spec.serving.prompt_tokens
         head = prefix(ts, "APIServer", api.pid, "loggers.py:123")
-        out.append(SimLogLine(ts, file, head + (
-            f"Engine 000: Avg prompt throughput: {prompt_tp:.1f} tokens/s, Avg generation throughput: {gen_tp:.1f} "
-            f"tokens/s, Running: {w.running} reqs, Waiting: {w.queue} reqs, GPU KV cache usage: "
-            f"{100 * w.token_usage:.1f}%, Prefix cache hit rate: {100 * launch.sc.spec.serving.cache_hit_rate:.1f}%")))  # fmt: skip
+        out.append(
+            SimLogLine(
+                ts,
+                file,
+                head
+                + (
+                    f"Engine 000: Avg prompt throughput: {prompt_tp:.1f} tokens/s, Avg generation throughput: {gen_tp:.1f} "
+                    f"tokens/s, Running: {w.running} reqs, Waiting: {w.queue} reqs, GPU KV cache usage: "
+                    f"{100 * w.token_usage:.1f}%, Prefix cache hit rate: {100 * launch.sc.spec.serving.cache_hit_rate:.1f}%"
+                ),
+            )
+        )
         drafts = v1 - v0
         if m.speculative and drafts > 0:
             accepted = g1 - g0 - drafts
             rates = per_position(accepted / drafts, m.spec_steps)
             head = prefix(ts + 0.001, "APIServer", api.pid, "metrics.py:96")
-            out.append(SimLogLine(ts + 0.001, file, head + (
-                f"SpecDecoding metrics: Mean acceptance length: {1 + accepted / drafts:.2f}, Accepted throughput: "
-                f"{accepted / STATS_INTERVAL_S:.2f} tokens/s, Drafted throughput: "
-                f"{drafts * m.spec_steps / STATS_INTERVAL_S:.2f} tokens/s, Accepted: {int(accepted)} tokens, "
-                f"Drafted: {int(drafts * m.spec_steps)} tokens, Per-position acceptance rate: "
-                f"{', '.join(f'{r:.3f}' for r in rates)}, Avg Draft acceptance rate: "
-                f"{100 * accepted / (drafts * m.spec_steps):.1f}%")))  # fmt: skip
+            out.append(
+                SimLogLine(
+                    ts + 0.001,
+                    file,
+                    head
+                    + (
+                        f"SpecDecoding metrics: Mean acceptance length: {1 + accepted / drafts:.2f}, Accepted throughput: "
+                        f"{accepted / STATS_INTERVAL_S:.2f} tokens/s, Drafted throughput: "
+                        f"{drafts * m.spec_steps / STATS_INTERVAL_S:.2f} tokens/s, Accepted: {int(accepted)} tokens, "
+                        f"Drafted: {int(drafts * m.spec_steps)} tokens, Per-position acceptance rate: "
+                        f"{', '.join(f'{r:.3f}' for r in rates)}, Avg Draft acceptance rate: "
+                        f"{100 * accepted / (drafts * m.spec_steps):.1f}%"
+                    ),
+                )
+            )
     for ts, n, _new, _cached, _running in traffic.prefills(since, until):
         for j in range(n):
-            out.append(SimLogLine(ts + 0.001 * (j + 1), file, f"(APIServer pid={api.pid}) "
-                                  + F.uvicorn_access(f"10.0.2.{20 + j}:{40000 + int(ts) % 20000 + j}", "POST",
-                                                     "/v1/chat/completions")))  # fmt: skip
+            out.append(
+                SimLogLine(
+                    ts + 0.001 * (j + 1),
+                    file,
+                    f"(APIServer pid={api.pid}) "
+                    + F.uvicorn_access(
+                        f"10.0.2.{20 + j}:{40000 + int(ts) % 20000 + j}", "POST", "/v1/chat/completions"
+                    ),
+                )
+            )
     return out
 
 
@@ -247,11 +340,15 @@ def metrics_text(launch: Launch, traffic: Traffic, now: float) -> str:
         counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", int(verify * m.spec_steps))
         counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", int(accepted))
         rates = per_position(accepted / verify if verify else 0.0, m.spec_steps)
-        counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.", 0.0,
-                {"position": [float(int(verify * r)) for r in rates]})  # fmt: skip
+        counter(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            0.0,
+            {"position": [float(int(verify * r)) for r in rates]},
+        )
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(list(fams)))
+    registry.register(Snapshot(list(fams)))
     return generate_latest(registry).decode()
 
 
-__all__ = ["CTX_GIB", "VllmRankStartup", "main_lines", "metrics_text", "serving_lines"]
+__all__ = ["VllmRankStartup", "main_lines", "metrics_text", "serving_lines"]

@@ -20,8 +20,13 @@ def _session(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 
 def _ago(ts: float, now: float) -> str:
-    d = abs(now - ts)
-    text = f"{d:.0f}s" if d < 120 else f"{d / 60:.0f}m" if d < 7200 else f"{d / 3600:.1f}h"
+    d = round(abs(now - ts))
+    if d < 120:
+        text = f"{d}s"
+    elif d < 3600:
+        text = f"{d // 60}m"
+    else:
+        text = f"{d // 3600}h{d % 3600 // 60:02d}m"
     return f"in {text}" if ts > now else f"{text} ago"
 
 

@@ -178,9 +178,21 @@ class Sender:
                 .where(D.status.in_(("pending", "sending")))
                 .order_by(D.id)
                 .limit(CLAIM_SCAN)
-                .with_for_update(skip_locked=True)
             ).all()
-            chosen = pick(rows, now, self.config.receiver_concurrency, limit)
+            picked = pick(rows, now, self.config.receiver_concurrency, limit)
+            if not picked:
+                return []
+            # Lock only what we picked, re-checking that it is still claimable: PostgreSQL re-evaluates this
+            # WHERE on the newest committed row, and SKIP LOCKED passes over rows another sender is claiming.
+            claimable = (D.status == "pending") | ((D.status == "sending") & (D.claimed_until < now))
+            chosen = list(
+                s.execute(
+                    select(D.id)
+                    .where(D.id.in_(picked), claimable, D.next_attempt_at <= now)
+                    .order_by(D.id)
+                    .with_for_update(skip_locked=True)
+                ).scalars()
+            )
             if not chosen:
                 return []
             s.execute(

@@ -30,14 +30,19 @@ class Matcher:
     reason: str
 
     def matches(self, snap: dict[str, Any]) -> bool:
-        """Every matcher that is set must agree; a rank matches the culprit or any rank involved."""
+        """Every matcher that is set must agree. A rank matches the culprit; only an incident without a
+        culprit is matched by any rank involved (muting TP6 must not mute a deadlock that TP3 causes)."""
         if self.kind is not None and snap.get("kind") != self.kind:
             return False
         if self.launch_id is not None and snap.get("launch_id") != self.launch_id:
             return False
         if self.host is not None and snap.get("host") != self.host:
             return False
-        return self.rank is None or self.rank == snap.get("culprit") or self.rank in (snap.get("ranks") or [])
+        if self.rank is None:
+            return True
+        if snap.get("culprit"):
+            return bool(self.rank == snap["culprit"])
+        return self.rank in (snap.get("ranks") or [])
 
 
 def active(session: Session, now: float) -> list[Matcher]:

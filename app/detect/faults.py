@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agents import wire
+from app import acceptance
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence
 from app.rankstate import CLEAN_EXIT_CODES, AcceptReport, Fleet, HostState, LaunchState, RankState, Signal
@@ -17,7 +18,7 @@ CRASH_SIGNALS = frozenset(
 # Places for other parts to add evidence to a finding of a kind (the draft preflight adds its checkpoint
 # findings to low_acceptance): each takes the launch state and the finding and returns evidence rows.
 Enricher = Callable[[LaunchState, Finding], list[Evidence]]
-ENRICHERS: dict[str, list[Enricher]] = {"low_acceptance": []}
+ENRICHERS: dict[str, list[Enricher]] = {"low_acceptance": [acceptance.enrich_low_acceptance]}
 
 
 def _crash_signal(r: RankState) -> Signal | None:

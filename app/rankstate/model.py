@@ -185,6 +185,8 @@ class LaunchState:
     signals: list[tuple[str | None, Signal]] = field(default_factory=list)  # untagged failure lines
     stacks: list[tuple[str | None, Signal]] = field(default_factory=list)  # py-spy dumps received
     weights_warnings: list[Signal] = field(default_factory=list)
+    # the agent's latest check of the draft checkpoint (agents.preflight), for the low_acceptance diagnosis
+    draft_preflight: Signal | None = None
     dirty: set[str] = field(default_factory=set)  # ranks changed since the caller last persisted
 
     def rank(self, label: str, host: str, ts: float) -> RankState:

@@ -120,6 +120,8 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         _serving_event(st, None, ev)
     elif k == "weights_warning":
         _remember(st.weights_warnings, _signal(ev), SIGNAL_HISTORY)
+    elif k == "draft_preflight":
+        st.draft_preflight = _signal(ev)  # a checkpoint report, not a failure line
     elif ev.severity in ("error", "critical") or k in ("watchdog_timeout", "traceback", "init_failed"):
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 

@@ -1,0 +1,109 @@
+"""A checkpoint directory as preflight sees it: its config.json and the keys, shapes and dtypes of its
+tensors, read from safetensors headers only (sharded through ``model.safetensors.index.json`` or not)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.preflight.findings import Finding
+from agents.preflight.headers import HeaderError, TensorInfo, read_header
+
+INDEX_NAME = "model.safetensors.index.json"
+
+
+class CheckpointError(ValueError):
+    """The directory cannot be checked at all (missing, no config, unreadable); one sentence."""
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    path: Path
+    config: dict[str, Any]
+    tensors: dict[str, TensorInfo]
+    files: list[str]
+    total_bytes: int = 0
+    # problems found while reading (missing or truncated shards): reported with the other findings
+    problems: list[Finding] = field(default_factory=list)
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CheckpointError(f"cannot read the {what} {path}: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"the {what} {path} is not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"the {what} {path} is not a JSON object")
+    return doc
+
+
+def _shard_files(root: Path, role: str) -> tuple[list[str], list[Finding]]:
+    index = root / INDEX_NAME
+    if index.exists():
+        weight_map = _read_json(index, "shard index").get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise CheckpointError(f"the shard index {index} has no weight_map")
+        names = sorted({str(v) for v in weight_map.values()})
+        missing = [n for n in names if not (root / n).is_file()]
+        problems = []
+        if missing:
+            problems.append(
+                Finding(
+                    code=f"{role}_shard_missing",
+                    severity="error",
+                    title=f"{len(missing)} of {len(names)} {role} shards listed in {INDEX_NAME} are missing",
+                    effect="the engine fails when it reaches the first missing shard, after loading the others",
+                    fix="finish the download (compare against the source's file list) before launching",
+                    keys=tuple(missing),
+                )
+            )
+        return [n for n in names if n not in missing], problems
+    files = sorted(p.name for p in root.glob("*.safetensors"))
+    if not files:
+        has_bin = any(root.glob("*.bin")) or any(root.glob("*.pt"))
+        hint = " (only PyTorch .bin/.pt weights: convert to safetensors to check them)" if has_bin else ""
+        raise CheckpointError(f"{root} has no *.safetensors files{hint}")
+    return files, []
+
+
+def load_checkpoint(path: str | Path, role: str = "draft") -> Checkpoint:
+    """Read config.json and every shard's header under ``path``. Raises CheckpointError for a directory
+    that cannot be checked; problems with individual shards become findings."""
+    root = Path(path)
+    if not root.exists():
+        raise CheckpointError(f"the {role} checkpoint {root} does not exist")
+    if not root.is_dir():
+        raise CheckpointError(f"the {role} checkpoint {root} is not a directory")
+    cfg_path = root / "config.json"
+    if not cfg_path.is_file():
+        raise CheckpointError(f"the {role} checkpoint {root} has no config.json")
+    config = _read_json(cfg_path, f"{role} config")
+    files, problems = _shard_files(root, role)
+    tensors: dict[str, TensorInfo] = {}
+    total = 0
+    truncated: list[str] = []
+    for name in files:
+        try:
+            header = read_header(root / name)
+        except HeaderError as exc:
+            raise CheckpointError(str(exc)) from exc
+        tensors.update(header.tensors)
+        total += header.file_bytes
+        if header.file_bytes < header.expected_bytes:
+            truncated.append(f"{name} ({header.file_bytes} of {header.expected_bytes} bytes)")
+    if truncated:
+        problems.append(
+            Finding(
+                code=f"{role}_shard_truncated",
+                severity="error",
+                title=f"{len(truncated)} {role} shard(s) are shorter than their headers say",
+                effect="an interrupted download: the engine fails reading past the end of the file",
+                fix="re-download the listed files and compare sizes or checksums with the source",
+                keys=tuple(truncated),
+            )
+        )
+    return Checkpoint(root, config, tensors, files, total, problems)

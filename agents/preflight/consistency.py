@@ -1,0 +1,218 @@
+"""Checks that do not depend on the loader generation: vocabularies and the d2t map, the draft against
+its target (hidden width, aux layers), and dtypes."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from agents.preflight.checkpoint import Checkpoint
+from agents.preflight.config import DraftConfig, TargetConfig, default_aux_layers
+from agents.preflight.findings import Finding, Severity
+from agents.preflight.headers import FLOAT_DTYPES
+
+TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32", "half": "F16", "float": "F32"}
+
+
+def vocab(cfg: DraftConfig, tcfg: TargetConfig | None, draft: Checkpoint, engine: str) -> list[Finding]:
+    out: list[Finding] = []
+    V, dv = cfg.vocab_size, cfg.draft_vocab_size
+    tV = tcfg.vocab_size if tcfg else None
+    if V and tV and tV != V:
+        out.append(
+            Finding(
+                "vocab_mismatch",
+                "error",
+                f"draft vocab_size {V} differs from the target's {tV}",
+                effect="the draft embeds with the target's table and maps ids into its vocabulary: "
+                "proposed tokens are wrong or out of range",
+                fix=f'use a draft trained with this target\'s tokenizer; if only the config is wrong, set "vocab_size": {tV}',
+            )
+        )
+    full = V or tV
+    if dv and full and dv > full:
+        out.append(
+            Finding(
+                "vocab_mismatch",
+                "error",
+                f"draft_vocab_size {dv} is larger than the vocabulary ({full})",
+                fix="draft_vocab_size is the draft's reduced vocabulary: it cannot exceed vocab_size",
+            )
+        )
+    d2t = [k for k in draft.tensors if "d2t" in k]
+    if dv and full and dv != full and not d2t:
+        out.append(
+            Finding(
+                "d2t_missing",
+                "error",
+                f"draft_vocab_size {dv} differs from the vocabulary ({full}) but there is no d2t tensor",
+                effect="draft token ids are taken as target ids: every proposal is the wrong token and "
+                "acceptance is ~0; nothing warns",
+                fix=f"export d2t (int64, length {dv}: target id minus draft id) from the trainer's vocab mapping",
+            )
+        )
+    for k in d2t:
+        t = draft.tensors[k]
+        if dv and t.shape != (dv,):
+            out.append(
+                Finding(
+                    "d2t_shape",
+                    "error",
+                    f"{k} has shape {list(t.shape)}, expected [{dv}] (draft_vocab_size)",
+                    effect="the draft→target id map is misaligned: proposals map to the wrong tokens",
+                    fix="re-export d2t for this draft's vocabulary",
+                    keys=(k,),
+                )
+            )
+        if t.dtype != "I64":
+            out.append(
+                Finding(
+                    "d2t_dtype",
+                    "warning",
+                    f"{k} is {t.dtype}, not I64",
+                    effect="ids are cast at load; float ids above 2^24 lose precision",
+                    keys=(k,),
+                    fix="save d2t as int64",
+                )
+            )
+    has_head = any(k.endswith("lm_head.weight") for k in draft.tensors)
+    if not has_head and not cfg.tie_word_embeddings:
+        shares = (engine == "sglang" and dv is None) or (engine == "vllm" and (dv is None or dv == full))
+        if shares:
+            out.append(
+                Finding(
+                    "lm_head_from_target",
+                    "info",
+                    "no lm_head.weight: the engine uses the target's lm_head",
+                    effect="fine when the draft was trained against the target's head",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "lm_head_missing",
+                    "error",
+                    f"no lm_head.weight although draft_vocab_size is {dv}",
+                    effect="lm_head is built but never loaded: it stays at random init and acceptance collapses",
+                    fix=f"export lm_head.weight [{dv}, {cfg.hidden_size}] from the trainer, or remove "
+                    "draft_vocab_size if the draft was trained with the target's full head",
+                )
+            )
+    return out
+
+
+def target(cfg: DraftConfig, tcfg: TargetConfig) -> list[Finding]:
+    out: list[Finding] = []
+    Ht = cfg.fed_hidden_size
+    if Ht and tcfg.hidden_size and Ht != tcfg.hidden_size:
+        field = "target_hidden_size" if cfg.target_hidden_size else "hidden_size"
+        out.append(
+            Finding(
+                "target_hidden",
+                "error",
+                f"the draft expects {Ht}-wide target hidden states ({field}); the target's hidden_size is "
+                f"{tcfg.hidden_size}",
+                effect="the fused aux states do not fit fc: the first draft step fails, or fc is bypassed "
+                "and acceptance collapses",
+                fix=f'if the draft was trained on this target, set "target_hidden_size": {tcfg.hidden_size}; '
+                "otherwise use the draft trained for this target",
+            )
+        )
+    L = tcfg.num_hidden_layers
+    ids = cfg.aux_layer_ids
+    if ids and cfg.num_aux_hidden_states and len(ids) != cfg.num_aux_hidden_states:
+        out.append(
+            Finding(
+                "aux_layers",
+                "error",
+                f"num_aux_hidden_states is {cfg.num_aux_hidden_states} but {len(ids)} aux layer ids are listed",
+                effect="the engine captures one count and builds fc for the other",
+                fix="make eagle_aux_hidden_state_layer_ids list exactly num_aux_hidden_states layers",
+            )
+        )
+    if L and ids:
+        bad = [i for i in ids if i < 0 or i >= L]
+        if bad:
+            out.append(
+                Finding(
+                    "aux_layers",
+                    "error",
+                    f"aux layer ids {bad} are outside the target's {L} layers (0-{L - 1})",
+                    effect="those hidden states are never captured: the fused input is short and the "
+                    "first draft step fails, or the draft sees the wrong layers",
+                    fix=f"ids must be below {L}; the usual choice is {list(default_aux_layers(L))}",
+                )
+            )
+        if len(set(ids)) != len(ids):
+            out.append(
+                Finding(
+                    "aux_layers",
+                    "warning",
+                    f"aux layer ids {list(ids)} repeat a layer",
+                    fix="use distinct low, middle and high layers",
+                )
+            )
+    elif L and not ids:
+        out.append(
+            Finding(
+                "aux_layers_default",
+                "info",
+                f"no eagle_aux_hidden_state_layer_ids: the engine captures layers {list(default_aux_layers(L))} "
+                f"of the target's {L}",
+                fix="if the draft was trained on other layers, list them in eagle_config",
+            )
+        )
+    return out
+
+
+def dtypes(cfg: DraftConfig, tcfg: TargetConfig | None, draft: Checkpoint) -> list[Finding]:
+    out: list[Finding] = []
+    floats = Counter(
+        t.dtype
+        for k, t in draft.tensors.items()
+        if t.dtype in FLOAT_DTYPES and "d2t" not in k and "t2d" not in k
+    )
+    if len(floats) > 1:
+        mix = ", ".join(f"{n} {d}" for d, n in floats.most_common())
+        minority = tuple(
+            sorted(
+                k
+                for k, t in draft.tensors.items()
+                if t.dtype in FLOAT_DTYPES and t.dtype != floats.most_common(1)[0][0]
+            )
+        )
+        out.append(
+            Finding(
+                "dtype_mixed",
+                "warning",
+                f"draft tensors mix dtypes ({mix})",
+                effect="everything is cast to the server's dtype at load; a mixed export often means a "
+                "partial or hand-edited checkpoint",
+                fix="re-export in one dtype",
+                keys=minority,
+            )
+        )
+    main = floats.most_common(1)[0][0] if floats else None
+    declared = TORCH_DTYPES.get(str(cfg.torch_dtype)) if cfg.torch_dtype else None
+    if main and declared and main != declared:
+        out.append(
+            Finding(
+                "dtype_config",
+                "info",
+                f"config.json says {cfg.torch_dtype} but the tensors are {main}",
+                fix=f"set torch_dtype to match ({main})",
+            )
+        )
+    tdecl = TORCH_DTYPES.get(str(tcfg.torch_dtype)) if tcfg and tcfg.torch_dtype else None
+    if main and tdecl and main != tdecl:
+        sev: Severity = "warning" if (main, tdecl) == ("BF16", "F16") else "info"
+        out.append(
+            Finding(
+                "dtype_target",
+                sev,
+                f"the draft is {main}, the target {tdecl}",
+                effect="the draft is cast to the server's dtype at load"
+                + ("; bf16 values beyond fp16's range become inf" if sev == "warning" else ""),
+                fix="export the draft in the target's dtype",
+            )
+        )
+    return out
