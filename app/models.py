@@ -371,6 +371,21 @@ class GpuRollup(Base):
     temp_max: Mapped[float | None] = mapped_column(Float)
 
 
+class MetricRollup(Base):
+    """One-minute aggregates of metric_samples (the engine's acceptance, throughput, request series): what the
+    launch view's engine charts read for wide ranges, as gpu_rollups are for the GPU lines."""
+
+    __tablename__ = "metric_rollups"
+    __table_args__ = (Index("ix_metric_rollups_launch_bucket", "launch_id", "bucket_ts"),)
+    series_id: Mapped[int] = mapped_column(ForeignKey("metric_series.id"), primary_key=True)
+    bucket_ts: Mapped[float] = mapped_column(Float, primary_key=True)  # start of the minute
+    launch_id: Mapped[int | None] = mapped_column(Integer)
+    n: Mapped[int] = mapped_column(Integer)
+    v_min: Mapped[float] = mapped_column(Float)
+    v_mean: Mapped[float] = mapped_column(Float)
+    v_max: Mapped[float] = mapped_column(Float)
+
+
 class UserToken(Base):
     """Credentials of people and tools reading the dashboard and API when access control is on.
     Only a SHA-256 of the token is kept, like agent tokens."""

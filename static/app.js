@@ -62,21 +62,36 @@
     if (!btn) return;
     if (btn.dataset.confirm && !window.confirm(btn.dataset.confirm)) return;
     btn.disabled = true;
+    const msg = btn.parentElement.querySelector(".form-msg");
+    const say = (text, cls) => { if (msg) { msg.textContent = text; msg.className = "form-msg " + cls; } else if (cls === "error") window.alert(text); };
     try {
-      if (btn.dataset.post) await send("POST", btn.dataset.post);
-      else await send("DELETE", btn.dataset.delete);
+      const result = btn.dataset.post ? await send("POST", btn.dataset.post) : await send("DELETE", btn.dataset.delete);
+      if (btn.hasAttribute("data-stay")) {  // e.g. "send test": show the answer, keep the page
+        btn.disabled = false;
+        const failed = result && result.ok === false;
+        say(failed ? "failed: " + (result.error || "HTTP " + result.http_status) : "ok" + (result && result.http_status ? " (HTTP " + result.http_status + ")" : ""), failed ? "error" : "ok");
+        return;
+      }
       window.location.reload();
     } catch (e) {
       btn.disabled = false;
-      window.alert(e.message);
+      say(e.message, "error");
     }
   });
+
+  // A silence form says what to mute with a "scope": only the fields of that scope are sent.
+  const SCOPES = { kind: ["kind", "launch_id"], rank: ["rank", "launch_id"], launch: ["launch_id"] };
 
   function formBody(form) {
     const out = {};
     for (const [k, v] of new FormData(form).entries()) {
       if (v === "") continue;
       out[k] = /^\d+$/.test(v) && k.endsWith("_id") ? Number(v) : v;
+    }
+    if (out.scope) {
+      const keep = SCOPES[out.scope] || [];
+      for (const k of ["kind", "rank", "launch_id", "host"]) if (!keep.includes(k)) delete out[k];
+      delete out.scope;
     }
     return out;
   }

@@ -18,6 +18,7 @@
     if (text !== undefined && text !== null) e.textContent = text;
     return e;
   };
+  const utc = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
   const fmtTime = (ts) => new Date(ts * 1000).toISOString().slice(11, 19);
   const fmtDur = (s) => s < 60 ? Math.round(s) + "s" : s < 3600 ? Math.floor(s / 60) + "m " + String(Math.round(s % 60)).padStart(2, "0") + "s" : Math.floor(s / 3600) + "h " + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
 
@@ -114,7 +115,7 @@
   }
 
   function rowData(rank) {
-    const g = rank.gpu, bucket = state.data.range.bucket_s;
+    const g = rank.gpu, bucket = state.data.range.row_bucket_s;
     if (!g) return [[], [], [], []];
     const memTotal = rank.mem_total_bytes ? rank.mem_total_bytes / 2 ** 30 : null;
     const memPct = g.mem_gib.map((v) => v == null || !memTotal ? null : 100 * v / memTotal);
@@ -166,11 +167,12 @@
     row.append(meta, plotEl);
     const entry = { row, head, suspect, hover, rank };
     const opts = {
-      width: plotWidth(), height: ROW_H, legend: { show: false },
+      width: plotWidth(), height: ROW_H, legend: { show: false }, tzDate: utc,
       cursor: { sync: { key: SYNC.key, setSeries: false }, drag: { x: true, y: false, setScale: false }, points: { show: false } },
       scales: { x: { time: true, range: () => xRange() }, y: { range: [0, 105] } },
       axes: [{ show: false }, { show: false }],
-      series: [{}, { stroke: css("--util"), width: 1.25 }, { stroke: css("--mem"), width: 1.25 }, { stroke: css("--pow"), width: 1 }],
+      series: [{}, { stroke: css("--util"), width: 1.25, points: { show: false } },
+        { stroke: css("--mem"), width: 1.25, points: { show: false } }, { stroke: css("--pow"), width: 1, points: { show: false } }],
       hooks: {
         drawClear: [(u) => drawBands(u, entry.rank)],
         draw: [(u) => drawMarkers(u, entry.rank)],
@@ -229,7 +231,7 @@
   }
 
   // --- engine charts -----------------------------------------------------------------------------------
-  function engineChart(id, series, cols) {
+  function engineChart(id, series, cols, yRange) {
     const box = $(id);
     if (!box) return;
     const hasData = cols.some((c) => c.some((v) => v != null));
@@ -244,12 +246,12 @@
       box.replaceChildren();
       box.classList.toggle("banded", series.length === 3 && !!series[1].band);
       chart = new uPlot({
-        width: box.clientWidth || 400, height: 150,
+        width: box.clientWidth || 400, height: 150, tzDate: utc,
         cursor: { sync: { key: SYNC.key, setSeries: false }, drag: { x: true, y: false, setScale: false } },
-        scales: { x: { time: true, range: () => xRange() } },
+        scales: { x: { time: true, range: () => xRange() }, y: yRange ? { range: yRange } : {} },
         axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") }, ticks: { stroke: css("--line") } },
           { stroke: css("--muted"), grid: { stroke: css("--line") }, ticks: { stroke: css("--line") }, size: 50 }],
-        series: [{}, ...series],
+        series: [{}, ...series.map((s) => ({ points: { show: false }, ...s }))],
         bands: series.length === 3 && series[1].band ? [{ series: [2, 0], fill: series[0].fill }, { series: [0, 1], fill: series[0].fill }] : [],
         hooks: { setSelect: [onSelect] },
       }, data, box);
@@ -262,7 +264,7 @@
 
   function renderEngine(data) {
     const e = data.engine, bucket = data.range.bucket_s;
-    const band = (key, color, label, digits) => {
+    const band = (key, color, label, digits, yRange) => {
       const s = e[key];
       const cols = withGaps(s.ts, [s.mean, s.min, s.max], bucket);
       const src = $("src-" + key);
@@ -271,10 +273,11 @@
         { label, stroke: color, width: 1.5, fill: color + "22", value: (u, v) => v == null ? "—" : v.toFixed(digits) },
         { label: "min", stroke: "transparent", band: true, points: { show: false } },
         { label: "max", stroke: "transparent", band: true, points: { show: false } },
-      ], cols);
+      ], cols, yRange);
     };
-    band("accept_len", css("--ok"), "accept length", 2);
-    band("accept_rate", css("--accent"), "accept rate", 2);
+    // acceptance on fixed scales: 1.0 must look like the floor it is, not like noise around a flat line
+    band("accept_len", css("--ok"), "accept length", 2, (u, lo, hi) => [0, Math.max(4, Math.ceil(hi || 0))]);
+    band("accept_rate", css("--accent"), "accept rate", 2, [0, 1]);
     band("gen_throughput", css("--pow"), "token/s", 0);
     const run = e.running, que = e.queued;
     const ts = Array.from(new Set([...run.ts, ...que.ts])).sort((a, b) => a - b);

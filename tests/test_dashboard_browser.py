@@ -140,6 +140,8 @@ def test_overview_lists_the_running_launch_and_its_incident(site: Site, page: An
     banner = page.locator(".incidents-banner")
     assert "suspected_deadlock" in banner.inner_text() and "TP11" in banner.inner_text()
     assert page.locator(".host .gpu").count() == 24
+    gpu3 = page.locator(".host", has_text="gpu-node-02").locator(".gpu").nth(3)
+    assert "GPU 3" in gpu3.inner_text() and "TP11" in gpu3.inner_text()  # which rank runs where
     page.wait_for_selector("#live-dot.on")
     shot(page, "overview")
 

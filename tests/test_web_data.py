@@ -85,10 +85,17 @@ def test_wide_ranges_are_downsampled_and_keep_spikes(server: ServerProcess, make
     small = httpx.get(
         f"{server.base_url}/api/v1/launches/1/timeline", params={"points": 30}, timeout=30
     ).json()
-    assert full["range"]["bucket_s"] == 1.0 and len(full["ranks"][0]["gpu"]["ts"]) >= 590
-    assert small["range"]["bucket_s"] == pytest.approx(20, rel=0.05)
+    # 2000 points asked: the engine charts get 1000 (1 s samples at full resolution), a rank's thin row 500
+    assert full["range"]["bucket_s"] == 1.0 and len(full["engine"]["accept_len"]["ts"]) >= 500
+    assert (
+        full["range"]["row_bucket_s"] == pytest.approx(1.2, rel=0.02)
+        and 450 <= len(full["ranks"][0]["gpu"]["ts"]) <= 501
+    )
+    # 30 points asked: the engine charts (half width) get 15 -> at least 20 (the floor) -> 30 s buckets,
+    # snapped to the one-minute grain of the rollups
+    assert small["range"]["bucket_s"] == 60
     acc = small["engine"]["accept_len"]
-    assert len(acc["ts"]) <= 31
+    assert len(acc["ts"]) <= 11
     assert min(acc["min"]) == pytest.approx(1.0)  # the spike survives as the bucket's minimum
     assert min(acc["mean"]) > 1.5  # ... while the mean smooths it
     # a narrow window at full resolution
@@ -228,3 +235,41 @@ def test_stream_announces_new_data_within_two_seconds(server: ServerProcess, mak
     assert version["batch"] > ticks[0][1]["batch"]
     assert "1" in version["launches"]
     assert arrived - sent < 2.0
+
+
+def test_wide_ranges_read_minute_rollups_and_the_fresh_tail_from_raw_samples(
+    server: ServerProcess, make_token: Any, db_url: str
+) -> None:
+    from sqlalchemy import delete
+
+    from app import models, rollups
+
+    now = time.time()
+    t0 = now - 900
+    plan = ld.LaunchPlan("gpu-node-01", ["TP0", "TP1"], t0, load_s=120, capture_s=20)
+    _ingest(server, make_token("gpu-node-01"), ld.batches(plan, now, every_s=60))
+    engine = create_engine(db_url)
+    try:
+        with transaction(session_factory(engine)) as s:
+            rollups.roll_up(s, now, since=t0)
+            # raw samples of the first ten minutes are gone (as after raw retention): only rollups remain
+            s.execute(delete(models.GpuSample).where(models.GpuSample.ts < now - 300))
+    finally:
+        engine.dispose()
+    wide = httpx.get(
+        f"{server.base_url}/api/v1/launches/1/timeline",
+        params={"from": now - 1800, "to": now, "points": 20},
+        timeout=30,
+    ).json()
+    assert wide["range"]["bucket_s"] == 90
+    gpu = wide["ranks"][0]["gpu"]
+    assert gpu["ts"][0] < t0 + 180 and gpu["ts"][-1] > now - 90  # from the rollups through the raw tail
+    assert len(gpu["ts"]) <= 21
+    # memory climbs during loading (rolled-up minutes), then is held at 138 GiB (raw tail)
+    assert gpu["mem_gib"][0] < 60 and gpu["mem_gib"][-1] == pytest.approx(138, abs=1)
+    narrow = httpx.get(
+        f"{server.base_url}/api/v1/launches/1/timeline",
+        params={"from": t0, "to": t0 + 300, "points": 300},
+        timeout=30,
+    ).json()
+    assert narrow["ranks"][0]["gpu"] is None  # a narrow range reads raw samples, and those were pruned

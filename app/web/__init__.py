@@ -7,6 +7,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from app.background import Job
+from app.db import transaction
 from app.web.live import Live
 from app.web.pages import ROOT
 
@@ -23,6 +25,24 @@ def install(app: FastAPI) -> None:
             live.notify()
 
     app.state.after_ingest.append(after_ingest)
+    app.state.jobs.append(_metric_rollup_job(app))
     app.include_router(data.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
+
+
+def _metric_rollup_job(app: FastAPI) -> Job:
+    """Keeps the engine charts' one-minute rollups current (and pruned), on the leader only."""
+    from app import metric_rollups, rollups
+
+    settings = app.state.settings
+    pruned_at = [0.0]
+
+    def run(now: float) -> None:
+        with transaction(app.state.sessions) as s:
+            metric_rollups.roll_up_metrics(s, now)
+            if now - pruned_at[0] >= settings.prune_interval_s:
+                metric_rollups.prune_metric_rollups(s, now, settings.retention_rollup_s)
+                pruned_at[0] = now
+
+    return Job("metric-rollup", rollups.BUCKET_S, run, leader_only=True)

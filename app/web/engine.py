@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import models
+from app import models, rollups
 from app.web.series import Series, Window, bucketed
 
 # chart key -> metric names that carry it, in order of preference (engine names keep their prefix)
@@ -34,26 +34,70 @@ LOG_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 def engine_series(session: Session, launch_id: int, window: Window) -> dict[str, Any]:
-    MS, S = models.MetricSample, models.MetricSeries
-    names = [n for ns in METRICS.values() for n in ns]
-    by_name = bucketed(
-        session,
-        window,
-        ts_col=MS.ts,
-        key_col=S.name,
-        values={"v": MS.value},
-        where=[MS.launch_id == launch_id, S.name.in_(names)],
-        select_from=MS.__table__.join(S.__table__, S.id == MS.series_id),
-    )
+    by_name = _metric_series(session, launch_id, window)
     out: dict[str, Any] = {}
     for key, candidates in METRICS.items():
-        found = next((by_name[n]["v"] for n in candidates if n in by_name), None)
         source = next((n for n in candidates if n in by_name), None)
+        found = by_name[source]["v"] if source else None
         if found is None:
             found, source = _from_log(session, launch_id, window, key)
         out[key] = {"source": source, **(found or Series()).as_dict()}
     out["per_position"] = latest_per_position(session, launch_id, window.end)
     return out
+
+
+def _metric_series(session: Session, launch_id: int, window: Window) -> dict[str, dict[str, Series]]:
+    """Per metric name: minute rollups for the settled part of a wide window, raw samples for the rest."""
+    MS, S, MR = models.MetricSample, models.MetricSeries, models.MetricRollup
+    names = [n for ns in METRICS.values() for n in ns]
+    split = window.start
+    parts = []
+    if window.bucket_s >= rollups.BUCKET_S:
+        newest = session.execute(
+            select(func.max(MR.bucket_ts)).where(
+                MR.launch_id == launch_id,
+                MR.bucket_ts >= window.start - rollups.BUCKET_S,
+                MR.bucket_ts <= window.end,
+            )
+        ).scalar()
+        if newest is not None:
+            split = newest + rollups.BUCKET_S
+            parts.append(
+                bucketed(
+                    session,
+                    window,
+                    ts_col=MR.bucket_ts,
+                    key_col=S.name,
+                    values={"v": MR.v_mean},
+                    bounds={"v": (MR.v_min, MR.v_max)},
+                    where=[MR.launch_id == launch_id, S.name.in_(names)],
+                    select_from=MR.__table__.join(S.__table__, S.id == MR.series_id),
+                    until=split - rollups.BUCKET_S / 2,
+                    shift_s=rollups.BUCKET_S / 2,
+                )
+            )
+    parts.append(
+        bucketed(
+            session,
+            window,
+            ts_col=MS.ts,
+            key_col=S.name,
+            values={"v": MS.value},
+            where=[MS.launch_id == launch_id, S.name.in_(names)],
+            select_from=MS.__table__.join(S.__table__, S.id == MS.series_id),
+            since=split,
+        )
+    )
+    merged: dict[str, dict[str, Series]] = {}
+    for part in parts:
+        for name, series in part.items():
+            into = merged.setdefault(name, {"v": Series()})["v"]
+            got = series["v"]
+            into.ts += got.ts
+            into.mean += got.mean
+            into.lo += got.lo
+            into.hi += got.hi
+    return merged
 
 
 def _from_log(session: Session, launch_id: int, window: Window, key: str) -> tuple[Series | None, str | None]:

@@ -36,34 +36,38 @@ def incident_detail(session: Session, incident_id: int, now: float) -> dict[str,
         .all()
     )
     out["changes"] = [{"id": c.id, "ts": c.ts, "change": c.change, "summary": c.summary} for c in changes]
-    out["deliveries"] = _deliveries(session, [c.id for c in changes])
+    out["deliveries"] = _deliveries(session, inc, [c.id for c in changes])
     out["stacks"] = _stacks(session, inc, now) if inc.launch_id is not None else []
     return out
 
 
-def _deliveries(session: Session, change_ids: list[int]) -> list[dict[str, Any]]:
-    if not change_ids:
-        return []
-    D, R, C = models.AlertDelivery, models.AlertReceiver, models.IncidentChange
+def _deliveries(session: Session, inc: models.Incident, change_ids: list[int]) -> list[dict[str, Any]]:
+    """Webhook messages about this incident: its own changes, and grouped messages of its launch that list it
+    among their incidents (the outbox groups incidents of one launch that open together)."""
+    D, R = models.AlertDelivery, models.AlertReceiver
+    mine = D.change_id.in_(change_ids) if change_ids else D.id < 0
+    if inc.launch_id is not None:
+        mine = mine | (D.launch_id == inc.launch_id)
     rows = session.execute(
-        select(D, R.name, C.change)
-        .join(R, R.id == D.receiver_id)
-        .join(C, C.id == D.change_id)
-        .where(D.change_id.in_(change_ids))
-        .order_by(D.created_at)
+        select(D, R.name).join(R, R.id == D.receiver_id).where(mine).order_by(D.created_at)
     ).all()
-    return [
-        {
-            "receiver": name,
-            "change": change,
-            "status": d.status,
-            "attempts": d.attempts,
-            "created_at": d.created_at,
-            "delivered_at": d.delivered_at,
-            "last_error": d.last_error,
-        }
-        for d, name, change in rows
-    ]
+    out = []
+    for d, name in rows:
+        listed = (d.payload or {}).get("incident_ids") or []
+        if d.change_id not in change_ids and inc.id not in listed:
+            continue
+        out.append(
+            {
+                "receiver": name,
+                "change": d.event,
+                "status": d.status,
+                "attempts": d.attempts,
+                "created_at": d.created_at,
+                "delivered_at": d.delivered_at,
+                "last_error": d.last_error,
+            }
+        )
+    return out
 
 
 def _stacks(session: Session, inc: models.Incident, now: float) -> list[dict[str, Any]]:

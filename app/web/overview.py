@@ -107,6 +107,7 @@ def hosts_now(session: Session) -> list[HostNow]:
         select(S.id).where(S.gpu_id == G.id).order_by(S.ts.desc()).limit(1).correlate(G).scalar_subquery()
     )
     rows = session.execute(select(G, S).outerjoin(S, S.id == newest).order_by(G.host_id, G.index)).all()
+    pids: dict[tuple[int, int], GpuNow] = {}
     for g, s in rows:
         if g.host_id not in hosts:
             continue
@@ -116,8 +117,31 @@ def hosts_now(session: Session) -> list[HostNow]:
         if s is not None:
             now.util_gpu_pct, now.mem_used_bytes, now.power_w = s.util_gpu_pct, s.mem_used_bytes, s.power_w
             now.temp_c, now.ts = s.temp_c, s.ts
+            for entry in s.processes or []:
+                pids.setdefault((g.host_id, int(entry[0])), now)
         hosts[g.host_id].gpus.append(now)
+    _name_ranks(session, pids)
     return list(hosts.values())
+
+
+def _name_ranks(session: Session, pids: dict[tuple[int, int], GpuNow]) -> None:
+    """Which rank runs on each GPU: NVML's pid on the GPU, matched to the engine process the agent reported."""
+    if not pids:
+        return
+    P = models.Process
+    rows = session.execute(
+        select(P.host_id, P.pid, P.rank_label)
+        .where(
+            P.host_id.in_({h for h, _ in pids}),
+            P.pid.in_({p for _, p in pids}),
+            P.exited_at.is_(None),
+            P.rank_label.is_not(None),
+        )
+        .order_by(P.create_time)
+    ).all()
+    for host_id, pid, label in rows:  # the newest process with that pid wins
+        if (host_id, pid) in pids:
+            pids[(host_id, pid)].rank = label
 
 
 def open_incidents(session: Session, limit: int = 50) -> list[dict[str, Any]]:

@@ -9,6 +9,8 @@ bucket, so a spike survives the downsampling (it shows in the min/max band) and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Float, Integer, cast, func
@@ -34,6 +36,13 @@ class Window:
     @property
     def bucket_s(self) -> float:
         return max(self.min_bucket_s, (self.end - self.start) / max(MIN_POINTS, self.points))
+
+    def snapped(self, grain_s: float) -> Window:
+        """This window with buckets of at least ``grain_s`` once they are within a factor of two of it: a
+        few fewer points, read from the rollups of that grain instead of from raw samples."""
+        if self.bucket_s >= grain_s / 2:
+            return Window(self.start, self.end, self.points, max(self.min_bucket_s, grain_s))
+        return self
 
     def bucket_of(self, ts: Col, dialect: str) -> ColumnElement[Any]:
         scaled = (ts - self.start) / self.bucket_s
@@ -80,32 +89,53 @@ def bucketed(
     values: dict[str, Col],
     where: list[ColumnElement[Any]],
     select_from: Any,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+    shift_s: float = 0.0,
+    extremes: bool = True,
+    bounds: dict[str, tuple[Col, Col]] | None = None,
 ) -> dict[Any, dict[str, Series]]:
-    """Group rows of ``select_from`` by ``key_col`` and time bucket; one Series per (key, value name)."""
+    """Group rows of ``select_from`` by ``key_col`` and time bucket; one Series per (key, value name).
+
+    Rows are those whose time (``ts_col`` + ``shift_s``: a rollup row stands for its minute's middle) is in
+    the window, narrowed to [since, until]; the bounds go on the bare indexed column, so the database seeks
+    instead of scanning. Buckets are the window's whatever the bounds. Without ``extremes`` only the means
+    are computed. ``bounds`` gives, per value, the columns holding pre-aggregated minima and maxima (rollups).
+    """
     from sqlalchemy import select
 
-    bucket = window.bucket_of(ts_col, dialect_of(session)).label("b")
-    cols: list[Any] = [key_col.label("k"), bucket, func.avg(ts_col).label("t")]
+    t = ts_col + shift_s if shift_s else ts_col
+    lo = window.start if since is None else max(window.start, since)
+    hi = window.end if until is None else min(window.end, until)
+    bucket = window.bucket_of(t, dialect_of(session))
+    cols: list[Any] = [key_col, bucket, func.avg(t)]
     for name, col in values.items():
         v = cast(col, Float)
-        cols += [
-            func.avg(v).label(f"{name}_avg"),
-            func.min(v).label(f"{name}_min"),
-            func.max(v).label(f"{name}_max"),
-        ]
+        cols.append(func.avg(v))
+        if extremes:
+            lo_col, hi_col = (bounds or {}).get(name, (col, col))
+            cols += [func.min(cast(lo_col, Float)), func.max(cast(hi_col, Float))]
     stmt = (
         select(*cols)
         .select_from(select_from)
-        .where(ts_col >= window.start, ts_col <= window.end, *where)
+        .where(ts_col >= lo - shift_s, ts_col <= hi - shift_s, *where)
         .group_by(key_col, bucket)
         .order_by(key_col, bucket)
     )
     out: dict[Any, dict[str, Series]] = {}
-    for row in session.execute(stmt).mappings():
-        per_key = out.setdefault(row["k"], {name: Series() for name in values})
-        for name, s in per_key.items():
-            s.ts.append(row["t"])
-            s.mean.append(row[f"{name}_avg"])
-            s.lo.append(row[f"{name}_min"])
-            s.hi.append(row[f"{name}_max"])
+    width = 3 if extremes else 1
+    # Core execution, all rows at once, columns by zip: per-row Python work would cost more than the query
+    rows = session.connection().execute(stmt).all()
+    for key, group in groupby(rows, key=itemgetter(0)):
+        cols = list(zip(*group, strict=True))
+        per_key = out[key] = {}
+        for i, name in enumerate(values):
+            j = 3 + i * width
+            per_key[name] = Series(
+                ts=list(cols[2]),
+                mean=list(cols[j]),
+                lo=list(cols[j + 1]) if extremes else [],
+                hi=list(cols[j + 2]) if extremes else [],
+            )
     return out

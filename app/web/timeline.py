@@ -11,10 +11,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import models
+from app import models, rollups
 from app.web.engine import engine_series
-from app.web.ranks import RankView, attach_phases, attach_progress, load_ranks
-from app.web.series import Window, bucketed
+from app.web.gpuseries import gpu_series
+from app.web.ranks import attach_phases, attach_progress, load_ranks
+from app.web.series import MIN_POINTS, Window
 
 # Log events worth a marker on a rank's row (the rest is in the log panel).
 MILESTONES = (
@@ -41,6 +42,7 @@ MILESTONES = (
     "stacks",
 )
 MAX_MARKERS = 2000
+ROW_PX = 4
 
 
 class NotFound(LookupError):
@@ -78,16 +80,26 @@ def timeline(
     d_start, d_end = default_range(header, now)
     start = d_start if start is None else start
     end = d_end if end is None else end
-    window = Window(start, end, points)
     ranks = load_ranks(session, launch_id)
     attach_phases(session, launch_id, ranks, start, end)
     launch_progress = attach_progress(session, launch_id, ranks)
-    gpu = _gpu_series(session, ranks, window)
+    # a rank's row is a strip a few pixels tall: one point per ROW_PX pixels is all it can show, and at that
+    # resolution long ranges come from the minute rollups
+    row_window = Window(start, end, max(MIN_POINTS, points // ROW_PX)).snapped(rollups.BUCKET_S)
+    # the engine charts sit two to a row: half the width
+    engine_window = Window(start, end, max(MIN_POINTS, points // 2)).snapped(rollups.BUCKET_S)
+    gpu = gpu_series(session, sorted({r.gpu_ids[0] for r in ranks if r.gpu_ids}), row_window)
     incidents = _incidents(session, launch_id, start, end)
     suspects = {i["culprit"] for i in incidents if i["status"] == "open" and i["culprit"]}
     return {
         "launch": header,
-        "range": {"from": start, "to": end, "bucket_s": window.bucket_s, "live": header["ended_at"] is None},
+        "range": {
+            "from": start,
+            "to": end,
+            "bucket_s": engine_window.bucket_s,
+            "row_bucket_s": row_window.bucket_s,
+            "live": header["ended_at"] is None,
+        },
         "now": now,
         "progress": launch_progress,
         "ranks": [
@@ -100,39 +112,8 @@ def timeline(
         ],
         "markers": _markers(session, launch_id, start, end),
         "incidents": incidents,
-        "engine": engine_series(session, launch_id, window),
+        "engine": engine_series(session, launch_id, engine_window),
     }
-
-
-def _gpu_series(session: Session, ranks: list[RankView], window: Window) -> dict[int, dict[str, Any]]:
-    S = models.GpuSample
-    ids = sorted({r.gpu_ids[0] for r in ranks if r.gpu_ids})
-    if not ids:
-        return {}
-    got = bucketed(
-        session,
-        window,
-        ts_col=S.ts,
-        key_col=S.gpu_id,
-        values={"util": S.util_gpu_pct, "mem": S.mem_used_bytes, "power": S.power_w},
-        where=[S.gpu_id.in_(ids)],
-        select_from=S.__table__,
-    )
-    out: dict[int, dict[str, Any]] = {}
-    for gpu_id, series in got.items():
-        # a row is a few pixels tall: the bucket means suffice (the engine charts carry min/max bands);
-        # bytes -> GiB keeps the JSON small and the readout readable
-        out[gpu_id] = {
-            "ts": [round(t, 3) for t in series["util"].ts],
-            "util": _rounded(series["util"].mean, 1),
-            "mem_gib": _rounded([None if v is None else v / 2**30 for v in series["mem"].mean], 2),
-            "power_w": _rounded(series["power"].mean, 1),
-        }
-    return out
-
-
-def _rounded(values: list[float | None], digits: int) -> list[float | None]:
-    return [None if v is None else round(v, digits) for v in values]
 
 
 def _markers(session: Session, launch_id: int, start: float, end: float) -> list[dict[str, Any]]:
