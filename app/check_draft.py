@@ -117,13 +117,21 @@ def _write_renamed(draft: Any, findings: list[Any], args: argparse.Namespace) ->
     return args.write_renamed
 
 
+def _local(name: str) -> str:
+    """A directory, or a hub id (``org/name``) found in the local Hugging Face cache."""
+    from agents.preflight.cmdline import local_checkpoint
+
+    found = local_checkpoint(name)
+    return str(found) if found is not None else name
+
+
 def cmd_check_draft(args: argparse.Namespace) -> int:
     from agents.preflight import CheckpointError, check_draft, exit_code, load_checkpoint
     from agents.preflight.findings import counts, summary_line
 
     try:
-        draft = load_checkpoint(args.draft, "draft")
-        target = load_checkpoint(args.target, "target") if args.target else None
+        draft = load_checkpoint(_local(args.draft), "draft")
+        target = load_checkpoint(_local(args.target), "target") if args.target else None
         findings = check_draft(draft, target, args.engine, args.engine_version)
     except (CheckpointError, ValueError) as exc:
         raise CommandError(str(exc)) from exc
@@ -163,7 +171,11 @@ def register(sub: Any) -> None:
         "ids, vocabularies and dtypes. Reads config.json and safetensors headers only. "
         "Exit 0: clean; 1: warnings; 2: errors or an unreadable checkpoint.",
     )
-    p.add_argument("draft", metavar="DRAFT", help="draft checkpoint directory (config.json + *.safetensors)")
+    p.add_argument(
+        "draft",
+        metavar="DRAFT",
+        help="draft checkpoint directory (config.json + *.safetensors), or a hub id in the local HF cache",
+    )
     p.add_argument(
         "--target", metavar="TARGET", help="target checkpoint directory (checks widths, layers, vocab)"
     )

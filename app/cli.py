@@ -14,13 +14,19 @@ from app import __version__
 # Modules that add subcommands: each has register(subparsers) which sets ``func`` on its parser.
 COMMAND_MODULES: tuple[str, ...] = (
     "app.commands",
+    "app.backup",
     "app.alerts.commands",
     "app.scenario_commands",
     "app.check_draft",
+    "agents.logparse.command",
+    "agents.cli",
 )
+# Commands run where the server is not: their module alone is loaded (``specwatch agent`` on a GPU host must
+# not pay tens of MB and a second of start-up for the server's imports that other command modules pull in).
+STANDALONE: dict[str, str] = {"agent": "agents.cli"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specwatch",
         description="Watch speculative-decoding inference launches: per-rank progress, hangs, acceptance.",
@@ -28,13 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    only = STANDALONE.get(words[0]) if words else None
+    for name in (only,) if only else COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

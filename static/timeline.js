@@ -195,7 +195,7 @@
     const phase = entry.head.querySelector(".phase");
     phase.textContent = rank.phase.replace(/_/g, " ");
     phase.style.background = css("--ph-" + rank.phase);
-    entry.row.classList.toggle("culprit", !!rank.culprit);
+    entry.row.classList.toggle("is-culprit", !!rank.culprit);
     entry.row.classList.toggle("selected", state.rank === rank.label);
     entry.suspect.textContent = rank.culprit ? "suspected culprit" : "";
     entry.hover.textContent = rowSubtitle(rank);

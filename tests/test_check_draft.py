@@ -322,3 +322,28 @@ def test_write_renamed_fixes_the_draft_without_touching_it(tmp_path: Path, targe
     # never over an existing checkpoint
     proc = cli("check-draft", str(draft), "--write-renamed", str(fixed), check=False)
     assert proc.returncode == 2 and "already exists and is not empty" in proc.stderr
+
+
+def test_hub_id_from_the_local_cache(tmp_path: Path, target: Path) -> None:
+    hub = tmp_path / "hf" / "hub"
+    make_draft(hub / "models--lmsys--EAGLE3-test" / "snapshots" / "0123abcd", layout="layers")
+    proc = cli(
+        "check-draft", "lmsys/EAGLE3-test", "--target", str(target), "--engine-version", "0.5.6", "--json",
+        env={"HF_HUB_CACHE": str(hub)}, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["draft"]["path"].endswith("snapshots/0123abcd")
+    assert by_code(report, "dropped_keys")
+
+
+def test_release_at_the_layout_change_is_checked_against_both(tmp_path: Path, target: Path) -> None:
+    code, report = check(
+        make_draft(tmp_path / "d", layout="layers"), "--target", target, "--engine-version", "0.5.11"
+    )
+    assert code == 1
+    assert by_code(report, "dropped_keys")[0]["severity"] == "warning"
+    assert (
+        "SGLang 0.5.11 shipped around the weight-name change"
+        in by_code(report, "engine_version_unknown")[0]["title"]
+    )

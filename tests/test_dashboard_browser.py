@@ -34,6 +34,7 @@ class Site:
         self.server, self.db_url, self.tokens, self.plans = server, db_url, tokens, plans
         self.url = server.base_url
         self.seq = 10_000
+        self.incident_id = 0
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         ),
     ]
     stuck[0].extra_events.append(ld._ev(t0 + 30, "raw", "TP0", XSS, "warning"))
+    # py-spy dumps the agent sent when asked: they name a pid, not a rank
+    for plan in stuck:
+        for i, rank in enumerate(plan.ranks):
+            function = "load_weights" if rank == "TP11" else "all_reduce"
+            dump = f"Thread {4000 + i} (idle): MainThread\n    {function} (sglang/srt/model_executor.py:42)"
+            plan.extra_events.append(
+                {"ts": t0 + 200, "kind": "stacks", "rank": None, "message": dump, "severity": "info",
+                 "source": "py-spy", "fields": {"pid": 4000 + i, "function": function}}
+            )  # fmt: skip
     # launch 2: another deployment, healthy and serving with accept length ~3.1
     healthy = ld.LaunchPlan(
         "gpu-node-03",
@@ -65,7 +75,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     )
     for plan in [*stuck, healthy]:
         _ingest(server, tokens[plan.host], ld.batches(plan, now, every_s=20))
-    _open_incident(
+    incident_id = _open_incident(
         db_url,
         launch_id=1,
         culprit="TP11",
@@ -91,7 +101,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             },
         ],
     )
-    yield Site(server, db_url, tokens, [*stuck, healthy])
+    site = Site(server, db_url, tokens, [*stuck, healthy])
+    site.incident_id = incident_id
+    yield site
     server.stop()
 
 
@@ -152,7 +164,7 @@ def test_launch_view_draws_a_row_per_rank_and_updates_live(site: Site, page: Any
     rows = page.locator(".rank-row")
     assert [rows.nth(i).get_attribute("data-rank") for i in range(16)] == [f"TP{i}" for i in range(16)]
     assert page.locator(".host-label").all_inner_texts() == ["gpu-node-01", "gpu-node-02"]
-    culprit = page.locator(".rank-row.culprit")
+    culprit = page.locator(".rank-row.is-culprit")
     assert culprit.count() == 1 and culprit.get_attribute("data-rank") == "TP11"
     assert "suspected culprit" in culprit.inner_text()
     assert "shards 57/64" in page.locator("#launch-progress").inner_text()
@@ -205,14 +217,18 @@ def test_acceptance_chart_shows_values(site: Site, page: Any) -> None:
 
 
 def test_incident_page_shows_evidence_culprit_and_timeline(site: Site, page: Any) -> None:
-    page.goto(site.url + "/incidents/1")
+    page.goto(f"{site.url}/incidents/{site.incident_id}")
     assert "TP11" in page.locator(".culprit").inner_text()
     evidence = page.locator("table.evidence tbody tr")
     assert evidence.count() == 3
     culprit_rows = page.locator("table.evidence tr.is-culprit").all_inner_texts()
     assert len(culprit_rows) == 2 and "0% at 72 W" in culprit_rows[1]
     page.wait_for_function("document.querySelectorAll('.rank-row canvas').length === 16")
-    assert page.locator(".rank-row.culprit").get_attribute("data-rank") == "TP11"
+    assert page.locator(".rank-row.is-culprit").get_attribute("data-rank") == "TP11"
+    # stacks grouped by where the ranks are, pids translated to ranks
+    assert (
+        "15 ranks in all_reduce, TP11 in load_weights" in page.locator("h2", has_text="Stacks").inner_text()
+    )
     shot(page, "incident")
 
 

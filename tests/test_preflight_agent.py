@@ -146,3 +146,33 @@ def test_watcher_survives_a_failing_check(tmp_path: Path) -> None:
         assert ev.severity == "warning" and "disk on fire" in ev.message
     finally:
         watch.close()
+
+
+def test_source_finds_a_real_engine_process_and_reports_its_draft(tmp_path: Path) -> None:
+    """A real process whose command line names a draft, found through psutil like the agent would."""
+    import subprocess
+    import sys
+
+    from agents.preflight.source import DraftPreflightSource
+
+    draft = make_draft(tmp_path / "draft", lm_head=False)
+    # argv[0..] reads like an engine launch; the process itself just sleeps
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "sglang.launch_server",
+         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft)]
+    )  # fmt: skip
+    source = DraftPreflightSource(scan_interval_s=0.0)
+    try:
+        assert "watching" in source.describe()
+        events: list[wire.Event] = []
+        deadline = time.time() + 30
+        while not events and time.time() < deadline:
+            events = [e for e in source.collect(time.time()) if e.fields.get("path") == str(draft)]
+            time.sleep(0.1)
+        [ev] = events
+        assert "lm_head_missing" in str(ev.fields["codes"]) and ev.severity == "error"
+        assert str(draft) in source.describe()
+    finally:
+        proc.kill()
+        proc.wait()
+        source.close()

@@ -54,8 +54,15 @@ def check_draft(
             Finding(
                 "engine_version_unknown",
                 "info",
-                "no --engine-version: checked against both SGLang weight-name layouts (≤ 0.5.10 and ≥ 0.5.12)",
-                fix="pass --engine-version to turn layout warnings into a definite answer",
+                (
+                    "no --engine-version: checked against both SGLang weight-name layouts (≤ 0.5.10 and ≥ 0.5.12)"
+                    if engine_version is None
+                    else f"SGLang {engine_version} shipped around the weight-name change: checked against both "
+                    "layouts (≤ 0.5.10 and ≥ 0.5.12)"
+                ),
+                fix="pass --engine-version to turn layout warnings into a definite answer"
+                if engine_version is None
+                else "export `midlayer.*` names for a single-layer draft: every release loads them",
             )
         )
     return sort_findings(findings)
@@ -164,7 +171,7 @@ def _fc_width(ctx: Context, loader: Loader, resolved: dict[str, str]) -> list[Fi
 
 def _merge(loaders: list[Loader], per: dict[str, list[Finding]], version: str | None) -> list[Finding]:
     """One finding per (code, keys): unqualified when every generation agrees, else naming those affected;
-    an error on only some generations is a warning when the release is not known."""
+    an error on only some generations is a warning (the release is not known, or is 0.5.11)."""
     seen: dict[tuple[str, tuple[str, ...]], tuple[Finding, list[Loader]]] = {}
     for ld in loaders:
         for f in per[ld.key]:
@@ -184,7 +191,7 @@ def _merge(loaders: list[Loader], per: dict[str, list[Finding]], version: str | 
             return s.replace("{engine}", label)
 
         sev = f.severity
-        if not everywhere and version is None and sev == "error":
+        if not everywhere and sev == "error":  # only some of the releases it may be
             sev = "warning"
         out.append(Finding(f.code, sev, sub(f.title), sub(f.effect), sub(f.fix), f.keys, f.renames))
     return out

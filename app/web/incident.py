@@ -75,7 +75,7 @@ def _stacks(session: Session, inc: models.Incident, now: float) -> list[dict[str
     E = models.Event
     until = (inc.resolved_at or now) + 60
     rows = session.execute(
-        select(E.ts, E.rank_label, E.fields, E.message)
+        select(E.ts, E.rank_label, E.fields, E.message, E.host_id)
         .where(
             E.launch_id == inc.launch_id,
             E.kind == "stacks",
@@ -84,9 +84,25 @@ def _stacks(session: Session, inc: models.Incident, now: float) -> list[dict[str
         )
         .order_by(E.ts)
     ).all()
+    # a dump names a pid; the engine process the agent reported with that pid says which rank it is
+    P = models.Process
+    ranks_by_pid = {
+        (host_id, pid): label
+        for host_id, pid, label in session.execute(
+            select(P.host_id, P.pid, P.rank_label).where(
+                P.launch_id == inc.launch_id, P.rank_label.is_not(None)
+            )
+        ).all()
+    }
     newest: dict[str, Any] = {}
     for r in rows:
-        newest[r.rank_label or f"pid {(r.fields or {}).get('pid')}"] = r
+        pid = (r.fields or {}).get("pid")
+        label = (
+            r.rank_label
+            or (ranks_by_pid.get((r.host_id, int(pid))) if isinstance(pid, int | float) else None)
+            or f"pid {pid}"
+        )
+        newest[label] = r
     groups: dict[str, dict[str, Any]] = {}
     for rank, r in newest.items():
         fields = r.fields or {}

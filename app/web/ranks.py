@@ -135,8 +135,10 @@ def _attach_gpus(session: Session, views: list[RankView], uuids: list[list[Any]]
         gpus = {g.uuid: g for g in session.execute(select(G).where(G.uuid.in_(wanted))).scalars()}
         for view, us in zip(views, uuids, strict=True):
             view.gpu_ids = [gpus[u].id for u in us if u in gpus]
-    else:
-        _gpus_by_pid(session, views)
+    # ranks the detector has not tied to a GPU yet: NVML's pid lists say which GPU is theirs
+    missing = [v for v in views if not v.gpu_ids]
+    if missing:
+        _gpus_by_pid(session, missing)
     ids = {i for v in views for i in v.gpu_ids}
     if not ids:
         return
