@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.check_draft",
     "agents.logparse.command",
     "agents.cli",
+    "app.evaluate",
+    "app.replay",
 )
 # Commands run where the server is not: their module alone is loaded (``specwatch agent`` on a GPU host must
 # not pay tens of MB and a second of start-up for the server's imports that other command modules pull in).
