@@ -154,6 +154,12 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         log_dir = Path(args.sim_log_dir) if args.sim_log_dir else spool_dir / "sim-logs"
         src.before_tick = SimLogWriter(cluster, sim_host, log_dir, since=t0)
         log_paths.append(str(log_dir / "*.log"))
+    if args.launch:
+        from agents.launcher import launch_log_path
+
+        launch_dir = Path(args.launch_log_dir) if args.launch_log_dir else spool_dir / "launch-logs"
+        args.launch_log = launch_log_path(launch_dir, deployment or "engine", t0)
+        log_paths.append(str(args.launch_log))
     if "logs" in sources and log_paths:
         from agents.logsource import make_tailer
 
@@ -203,15 +209,34 @@ def cmd_agent(args: argparse.Namespace) -> int:
         print(f"specwatch agent: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
+    session = None
+    if args.launch:
+        from agents.launcher import EngineLauncher, LaunchError, LaunchSession, echo_stream
+
+        command = list(args.launch)
+        settle = 2 * args.batch_interval + args.interval  # the exit and the last lines reach a batch
+        try:
+            session = LaunchSession(EngineLauncher(command, args.launch_log, echo=echo_stream()), settle)
+            pid = session.start(agent.finish, stop)
+        except LaunchError as exc:
+            spool.close()
+            print(f"specwatch agent: {exc}", file=sys.stderr)
+            return 2
+        log.info("launched %s (pid %d); its output: %s", " ".join(command), pid, args.launch_log)
 
     def on_signal(signum: int, _frame: Any) -> None:
+        if session is not None:
+            log.info("%s received: passing it to the engine", signal.Signals(signum).name)
+            session.on_signal(signum, stop)
+            return
         log.info("%s received: spooling the current batch and exiting", signal.Signals(signum).name)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        return int(agent.run(stop))
+        code = int(agent.run(stop))
+        return session.exit_status() if session is not None else code
     finally:
         spool.close()
 
@@ -275,6 +300,16 @@ def register(sub: Any) -> None:
     p.add_argument("--duration", type=float, help="stop after this many seconds, then send what is spooled")
     p.add_argument(
         "--drain-timeout", type=float, default=30.0, help="with --duration: how long to keep sending"
+    )
+    p.add_argument(
+        "--launch",
+        nargs=argparse.REMAINDER,
+        metavar="CMD",
+        help="start the engine command itself (last, after --) and follow its output; the agent exits with "
+        "the engine's exit code (docs/cluster.md)",
+    )
+    p.add_argument(
+        "--launch-log-dir", help="where --launch writes the engine's output (default: SPOOL/launch-logs)"
     )
     g = p.add_argument_group("simulation (no GPU needed)")
     g.add_argument(

@@ -110,6 +110,8 @@ class Agent:
     def __init__(self, config: AgentConfig, spool: Spool, shipper: Shipper, sources: Sources) -> None:
         self.cfg = config
         self.spool = spool
+        # set by --launch once the engine has exited: spool the last batch, send what is spooled, return
+        self.finish = threading.Event()
         self.shipper = shipper
         self.src = sources
         self.counts = Counts()
@@ -145,7 +147,7 @@ class Agent:
         try:
             while not stop.is_set():
                 mono = time.monotonic()
-                if end is not None and mono >= end:
+                if (end is not None and mono >= end) or self.finish.is_set():
                     break
                 due_metrics = mono >= next_metrics
                 while next_metrics <= mono:
@@ -178,7 +180,7 @@ class Agent:
                 stop.wait(max(0.0, deadline - time.monotonic()))
         finally:
             self.flush(time.time())
-            if end is not None and not stop.is_set():
+            if (end is not None or self.finish.is_set()) and not stop.is_set():
                 self.shipper.stop_thread()
                 drained = self.shipper.drain(cfg.drain_timeout_s)
                 if not drained:

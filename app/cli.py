@@ -44,8 +44,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv, launch = split_launch(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if launch is not None:
+        args.launch = launch
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -62,6 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(f"specwatch: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+def split_launch(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``specwatch agent ... --launch -- CMD ARGS``: everything after ``--launch`` is the engine's command line,
+    kept from argparse (which would read the engine's own ``--flags`` as the agent's)."""
+    if "--launch" not in argv:
+        return argv, None
+    i = argv.index("--launch")
+    command = argv[i + 1 :]
+    return argv[:i], command[1:] if command[:1] == ["--"] else command
 
 
 class CommandError(Exception):
