@@ -33,11 +33,11 @@ class Leadership:
         self.since: float | None = None
 
 
-async def run_job(job: Job, stop: asyncio.Event, leadership: Leadership | None = None) -> None:
+async def run_job(job: Job, stop: asyncio.Event, leadership: Leadership) -> None:
     while not stop.is_set():
         started = time.perf_counter()
         try:
-            if not job.leader_only or leadership is None or leadership.is_leader:
+            if not job.leader_only or leadership.is_leader:
                 await asyncio.to_thread(job.run, time.time())
                 job.runs += 1
         except Exception as exc:  # a failing job must not kill the server; it is logged and retried

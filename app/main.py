@@ -57,15 +57,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
-        tasks = (
-            [asyncio.create_task(run_job(job, stop)) for job in app.state.jobs] if settings.background else []
-        )
+        jobs = app.state.jobs if settings.background else []
+        tasks = [asyncio.create_task(run_job(job, stop, app.state.leadership)) for job in jobs]
         yield
         stop.set()
         for t in tasks:
             await t
         for close in app.state.closers:
             await asyncio.to_thread(close)
+        if app.state.leadership.is_leader:
+            try:
+                with transaction(app.state.sessions) as s:
+                    leader.release(s, leader.LEADER, app.state.holder)
+            except Exception as exc:  # the lease then simply expires
+                log.warning("could not release the leader lease: %s", exc)
         engine.dispose()
 
     app = FastAPI(
