@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo test test-fast lint bench clean dist docs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ lint: setup
 	$(VENV)/bin/ruff check app agents tests benchmarks migrations
 	$(VENV)/bin/ruff format --check app agents tests benchmarks migrations
 	$(VENV)/bin/mypy
+
+# wheel + sdist into dist/ (templates, static files and migrations travel inside the app package)
+dist: setup
+	$(PY) -m build --outdir dist .
+
+# regenerate docs/configuration.md from app/settings.py
+docs: setup
+	$(PY) -m app.docgen
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

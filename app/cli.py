@@ -14,9 +14,11 @@ from app import __version__
 # Modules that add subcommands: each has register(subparsers) which sets ``func`` on its parser.
 COMMAND_MODULES: tuple[str, ...] = (
     "app.commands",
+    "app.backup",
     "app.alerts.commands",
     "app.scenario_commands",
     "app.check_draft",
+    "agents.logparse.command",
 )
 
 

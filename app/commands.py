@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from app.cli import CommandError
@@ -27,16 +29,38 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Any:
 
 
 def _migrated(settings: Any) -> str:
-    from sqlalchemy.exc import OperationalError
-
     from app.db import upgrade
 
     url: str = settings.resolved_database_url()
-    try:
+    with database_errors(url):
         upgrade(url)
-    except OperationalError as exc:
-        raise CommandError(f"cannot reach the database: {str(exc).splitlines()[0]}") from exc
     return url
+
+
+@contextmanager
+def database_errors(url: str) -> Iterator[None]:
+    """Turn the database failures a user meets into one sentence and exit code 2 (no traceback)."""
+    from alembic.util import CommandError as AlembicError
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+    where = make_url(url).render_as_string(hide_password=True) if "://" in url else url
+    try:
+        yield
+    except OperationalError as exc:
+        raise CommandError(f"cannot reach the database {where}: {_first_line(exc.orig or exc)}") from exc
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise CommandError(
+            f"{url!r} is not a database URL specwatch understands "
+            "(sqlite:///path/to/specwatch.db or postgresql+psycopg://user@host/db)"
+        ) from exc
+    except AlembicError as exc:
+        raise CommandError(f"migration failed: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -114,26 +138,47 @@ def cmd_user(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from app.db import downgrade, make_engine, session_factory, transaction
+    from app.db import downgrade, head_revision, make_engine, session_factory, transaction
 
     settings = _settings(args)
     url = settings.resolved_database_url()
     if args.db_command == "upgrade":
+        before = _current(url)
         _migrated(settings)
-        print("database at the latest schema")
+        after = _current(url)
+        print(
+            f"database at the latest schema ({after})"
+            if before == after
+            else f"database upgraded {before or 'empty'} -> {after}"
+        )
     elif args.db_command == "downgrade":
-        downgrade(url, args.revision)
-        print(f"database downgraded to {args.revision}")
+        with database_errors(url):
+            downgrade(url, args.revision)
+        print(f"database downgraded to {_current(url) or 'an empty schema (base)'}")
+    elif args.db_command == "current":
+        current, head = _current(url), head_revision()
+        state = "up to date" if current == head else f"run `specwatch db upgrade` to reach {head}"
+        print(f"schema revision {current or 'none (empty database)'}; this specwatch expects {head}: {state}")
+        return 0 if current == head else 1
     elif args.db_command == "prune":
         from app import retention
 
         _migrated(settings)
         engine = make_engine(url)
-        with transaction(session_factory(engine)) as s:
-            removed = retention.prune(s, time.time(), settings.retention_raw_s)
-        engine.dispose()
+        try:
+            with database_errors(url), transaction(session_factory(engine)) as s:
+                removed = retention.prune(s, time.time(), settings.retention_raw_s)
+        finally:
+            engine.dispose()
         print(", ".join(f"{k}: {v}" for k, v in removed.items()))
     return 0
+
+
+def _current(url: str) -> str | None:
+    from app.db import current_revision
+
+    with database_errors(url):
+        return current_revision(url)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -186,10 +231,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("db", help="schema migrations and retention")
     dsub = p.add_subparsers(dest="db_command", required=True)
     u = dsub.add_parser("upgrade", help="migrate to the latest schema")
-    d = dsub.add_parser("downgrade", help="migrate down to a revision")
-    d.add_argument("revision")
+    d = dsub.add_parser("downgrade", help="migrate down to a revision (see docs/upgrading.md)")
+    d.add_argument("revision", help="a revision id, -1 for one step back, or base for an empty schema")
+    cur = dsub.add_parser("current", help="the database's schema revision and the one this version expects")
     pr = dsub.add_parser("prune", help="delete raw samples older than the retention period")
-    for q in (u, d, pr):
+    for q in (u, d, cur, pr):
         _db_arg(q)
     p.set_defaults(func=cmd_db)
 

@@ -19,6 +19,7 @@ from app.detect.config import DetectConfig
 
 
 def default_data_dir() -> Path:
+    """`$XDG_DATA_HOME/specwatch`, else `~/.local/share/specwatch`"""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "specwatch"
 

@@ -114,7 +114,7 @@ def _parsed(path: Path) -> tuple[int, float, Counter[str]]:
 
 def _tailed(path: Path, state: Path) -> tuple[int, float]:
     """The agent's whole path: read, split on \\n and \\r, decode, parse, rate-limit noise."""
-    tailer = LogTailer([str(path)], state, max_read_bytes=1 << 62)
+    tailer = LogTailer([str(path)], state, max_read_bytes=1 << 62, backlog_bytes=1 << 62)
     t0 = time.process_time()
     events = tailer.poll(now=0.0)
     return len(events), time.process_time() - t0

@@ -149,6 +149,20 @@ def test_restart_from_the_state_dir_yields_exactly_the_remaining_lines(tmp_path:
     assert ids(third.poll(T0 + 3)) == [10]
 
 
+def test_a_commit_before_the_first_poll_keeps_the_saved_offsets(tmp_path: Path) -> None:
+    log, state = tmp_path / "sglang.log", tmp_path / "state"
+    append(log, line(1))
+    t = tailer([log], state)
+    t.poll(T0)
+    t.commit()
+    t.close()
+    append(log, line(2))
+    early = tailer([log], state)
+    early.commit()  # e.g. the agent flushing an empty batch at start-up
+    early.close()
+    assert ids(tailer([log], state).poll(T0 + 1)) == [2]
+
+
 def test_a_traceback_split_across_polls_and_a_restart_is_one_event(tmp_path: Path) -> None:
     log, state = tmp_path / "sglang.log", tmp_path / "state"
     append(
@@ -292,3 +306,14 @@ def test_any_chunking_of_writes_gives_the_same_events_as_one_read(tmp_path: Path
     for text in CONTENT.replace("\r\n", "\n").replace("\r", "\n").splitlines():
         want += expected(text, T0)
     assert [(e.kind, e.fields, e.message) for e in got] == [(e.kind, e.fields, e.message) for e in want]
+
+
+def test_a_fifo_or_directory_matching_the_glob_is_ignored_not_blocked_on(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "pipe.log")
+    (tmp_path / "dir.log").mkdir()
+    (tmp_path / "sglang.log").write_text(line(1))
+    t = tailer([tmp_path / "*.log"], tmp_path / "state")
+    assert ids(t.poll(T0)) == [1]  # returns at all: opening the FIFO would block forever
+    assert t.files == [str(tmp_path / "sglang.log")]

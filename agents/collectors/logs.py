@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
 import re
 import stat
@@ -38,6 +39,8 @@ class Parser(Protocol):
 
 
 ParserFactory = Callable[[str], Parser]
+
+log = logging.getLogger("specwatch.agent.logs")
 
 _RANK_IN_NAME = re.compile(r"(?<![A-Za-z])((?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}[_ -]?){1,6})(?![A-Za-z])")
 _RANK_TAG = re.compile(r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}")
@@ -126,9 +129,10 @@ class LogTailer:
         self.rank_from_filename = rank_from_filename
         self._streams: dict[str, _Stream] = {}
         self._saved = logstate.load(self.state_dir)
-        self._handed: dict[str, Saved] = {}
+        self._handed: dict[str, Saved] | None = None  # None until the first poll: nothing to persist yet
         self._committed: dict[str, Saved] = dict(self._saved)
         self._first_scan = True
+        self._unreadable: set[str] = set()  # paths already reported, so a bad file is logged once
 
     # -- the agent's interface ---------------------------------------------------------------------------
 
@@ -155,7 +159,7 @@ class LogTailer:
 
     def commit(self) -> None:
         """Persist the offsets of everything the last ``poll()`` handed over (call after spooling it)."""
-        if self._handed != self._committed:
+        if self._handed is not None and self._handed != self._committed:
             logstate.save(self.state_dir, self._handed)
             self._committed = dict(self._handed)
 
@@ -222,9 +226,13 @@ class LogTailer:
 
     def _open(self, path: str, ident: str, st: os.stat_result, now: float) -> _Stream | None:
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never block on a FIFO swapped in
+        except OSError as exc:
+            if path not in self._unreadable:
+                self._unreadable.add(path)
+                log.warning("cannot read log file %s: %s (will keep trying)", path, exc.strerror or exc)
             return None
+        self._unreadable.discard(path)
         fp, fp_len = fingerprint(fd)
         parser = self.factory(path)
         if self.rank_from_filename and getattr(parser, "default_rank", "") is None:

@@ -9,8 +9,8 @@ from fastapi.staticfiles import StaticFiles
 
 from app.background import Job
 from app.db import transaction
+from app.resources import static_dir
 from app.web.live import Live
-from app.web.pages import ROOT
 
 
 def install(app: FastAPI) -> None:
@@ -28,7 +28,7 @@ def install(app: FastAPI) -> None:
     app.state.jobs.append(_metric_rollup_job(app))
     app.include_router(data.router)
     app.include_router(pages.router)
-    app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
+    app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
 
 
 def _metric_rollup_job(app: FastAPI) -> Job:

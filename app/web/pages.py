@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -12,13 +11,13 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy import func, select
 
 from app import __version__, models
+from app.resources import templates_dir
 from app.web import overview
 from app.web.format import FILTERS
 from app.web.incident import incident_detail, stacks_sentence
 from app.web.timeline import NotFound, default_range, launch_header
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-templates = Jinja2Templates(directory=str(ROOT / "templates"))
+templates = Jinja2Templates(directory=str(templates_dir()))
 templates.env.filters.update(FILTERS)
 templates.env.globals["version"] = __version__
 
