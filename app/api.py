@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
-from app import auth, models
+from app import auth, models, stack_requests
 from app.bodies import LimitedBodyRoute
 from app.ingest import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times, store_batch
 
@@ -70,6 +70,7 @@ def ingest(
         except BatchRejected as exc:
             raise HTTPException(422, str(exc)) from exc
         result = store_batch(session, batch, now, learnt)
+        pids = stack_requests.claim(session, result.host_id, now) if result.host_id is not None else []
     app_state.ingest_cache.absorb(learnt)
     hooks = getattr(app_state, "after_ingest", [])
     for hook in hooks:
@@ -81,6 +82,7 @@ def ingest(
         stored=result.stored,
         server_time=now,
         clock_offset_s=round(offset, 3),
+        stack_requests=pids,
     )
 
 

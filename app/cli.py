@@ -19,10 +19,16 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.scenario_commands",
     "app.check_draft",
     "agents.logparse.command",
+    "agents.cli",
+    "app.evaluate",
+    "app.replay",
 )
+# Commands run where the server is not: their module alone is loaded (``specwatch agent`` on a GPU host must
+# not pay tens of MB and a second of start-up for the server's imports that other command modules pull in).
+STANDALONE: dict[str, str] = {"agent": "agents.cli"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specwatch",
         description="Watch speculative-decoding inference launches: per-rank progress, hangs, acceptance.",
@@ -30,14 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    only = STANDALONE.get(words[0]) if words else None
+    for name in (only,) if only else COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv, launch = split_launch(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if launch is not None:
+        args.launch = launch
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -54,6 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(f"specwatch: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+def split_launch(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``specwatch agent ... --launch -- CMD ARGS``: everything after ``--launch`` is the engine's command line,
+    kept from argparse (which would read the engine's own ``--flags`` as the agent's)."""
+    if "--launch" not in argv:
+        return argv, None
+    i = argv.index("--launch")
+    command = argv[i + 1 :]
+    return argv[:i], command[1:] if command[:1] == ["--"] else command
 
 
 class CommandError(Exception):

@@ -1,7 +1,8 @@
 """Which launch a batch belongs to.
 
 A deployment has at most one open launch. A new engine process opens a new launch when every process of
-the open one has exited (a restart), or when the open launch has been silent for ``STALE_S``.
+the open one has exited (a restart), when a rank reappears as a newer process (a restart whose exits the agent
+never saw), or when the open launch has been silent for ``STALE_S``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def assign(session: Session, host_id: int, batch: wire.IngestBatch, now: float) 
 
 
 def _is_restart(session: Session, launch: models.Launch, batch: wire.IngestBatch, now: float) -> bool:
+    """A restart: every process of the open launch has exited and a newer one starts, or a rank that already
+    has a process in the launch shows up again as a newer process (the engine was restarted before the agent
+    saw the old processes exit), or the open launch has been silent for ``STALE_S``."""
     if now - launch.last_seen > STALE_S:
         return True
     P = models.Process
@@ -68,6 +72,17 @@ def _is_restart(session: Session, launch: models.Launch, batch: wire.IngestBatch
         select(func.count(), func.count(P.exited_at), func.max(P.create_time)).where(P.launch_id == launch.id)
     ).one()
     total, exited, newest = known
-    if total == 0 or exited < total:
+    if total and exited == total and any(p.create_time > (newest or 0) for p in new_procs):
+        return True
+    labels = {p.rank for p in new_procs if p.rank is not None}
+    if not labels:
         return False
-    return any(p.create_time > (newest or 0) for p in new_procs)
+    same_rank = session.execute(
+        select(P.rank_label, P.pid, P.create_time).where(P.launch_id == launch.id, P.rank_label.in_(labels))
+    ).all()
+    # another pid started later under a rank label the launch already has: the engine was restarted
+    return any(
+        p.rank == r.rank_label and p.pid != r.pid and p.create_time > r.create_time + 1.0
+        for p in new_procs
+        for r in same_rank
+    )

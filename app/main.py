@@ -24,6 +24,7 @@ from app.access import AccessControl
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
 from app.db import is_sqlite, make_engine, session_factory, transaction
+from app.detector_job import DetectorService
 from app.ingest import IngestCache
 from app.settings import Settings
 
@@ -110,10 +111,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.warning("this server (%s) lost the leader lease", app.state.holder)
 
     # leader-only jobs skip their ticks until the lease job has won the lease (within one lease period)
+    # PostgreSQL may commit sequence ids out of order: the detector re-reads a short window of recent ids
+    rescan_s = 10.0 if engine.dialect.name == "postgresql" else 0.0
+    detector = DetectorService(app.state.sessions, settings.detect, rescan_s=rescan_s)
+    app.state.detector = detector
+    detector_since: list[float | None] = [None]
+
+    def detect_job(now: float) -> None:
+        # a server that (re)gains the lease rebuilds from the database: another may have moved things on
+        if app.state.leadership.since != detector_since[0]:
+            detector.reset()
+            detector_since[0] = app.state.leadership.since
+        detector.tick(now)
+
     app.state.jobs = [
         Job("lease", settings.leader_lease_s / 4, lease_job),
         Job("prune", settings.prune_interval_s, prune_job, leader_only=True),
         Job("rollup", rollups.BUCKET_S, rollup_job, leader_only=True),
+        Job("detect", settings.detect_interval_s, detect_job, leader_only=True),
     ]
     alerts.attach(app)
     promexport.attach(app)

@@ -352,6 +352,28 @@ class Lease(Base):
     expires_at: Mapped[float] = mapped_column(Float)
 
 
+class StackRequest(Base):
+    """A py-spy dump the detector wants of a suspect pid; handed to that host's agent in its next ingest ack."""
+
+    __tablename__ = "stack_requests"
+    __table_args__ = (Index("ix_stack_requests_host_sent", "host_id", "sent_at"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
+    pid: Mapped[int] = mapped_column(Integer)
+    requested_at: Mapped[float] = mapped_column(Float)
+    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id"))
+    sent_at: Mapped[float | None] = mapped_column(Float)
+
+
+class DetectorState(Base):
+    """The detector's own bookkeeping (read cursors, XIDs seen), written with the rank state it belongs to."""
+
+    __tablename__ = "detector_state"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
 class GpuRollup(Base):
     """One-minute aggregates of gpu_samples, kept far longer than raw samples: what wide-range charts read,
     so their cost depends on the range shown, not on how much history is stored."""

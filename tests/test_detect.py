@@ -44,7 +44,7 @@ def test_healthy_launch_from_start_to_serving_raises_nothing() -> None:
     ]
 
 
-def test_rank_behind_in_phase_is_named_within_seconds_of_the_expected_interval() -> None:
+def test_rank_behind_in_phase_is_named_within_seconds_once_every_rank_is_dead_quiet() -> None:
     c = Cluster()
     for lab in c.labels:
         c.proc(lab)
@@ -60,7 +60,7 @@ def test_rank_behind_in_phase_is_named_within_seconds_of_the_expected_interval()
     f = opened[0].finding
     assert f is not None and f.culprit == "TP3"
     assert "'Load weight begin'" in f.summary and "7 peers reached 'Load weight end'" in f.summary
-    latency = opened[0].at - (start + DetectConfig().loading_weights_s)
+    latency = opened[0].at - (start + DetectConfig().dead_quiet_s)
     assert 0 <= latency <= 10
     assert any(e["what"] == "last progress" and e["rank"] == "TP3" for e in f.evidence)
     # the stuck ranks show as stalled on the timeline
@@ -401,4 +401,5 @@ def test_rank_state_round_trips_through_json() -> None:
     c.boot()
     r = c.fleet.launches["L1"].ranks["TP1"]
     again = RankState.from_json(r.to_json())
+    again.phases = r.phases  # kept as rank_phases rows, not in the JSON
     assert again == r and again.gpu_uuids == ["GPU-TP1"]

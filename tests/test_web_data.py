@@ -43,9 +43,19 @@ def test_timeline_shows_every_rank_grouped_by_host_with_phases_and_gpu_series(
     server: ServerProcess, make_token: Any
 ) -> None:
     t0 = _two_host_launch(server, make_token)
-    r = httpx.get(f"{server.base_url}/api/v1/launches/1/timeline", params={"points": 100}, timeout=30)
-    assert r.status_code == 200, r.text
-    data = r.json()
+
+    def caught_up(data: dict[str, Any]) -> bool:
+        # the detector folds the backlog into rank phases within a tick or two
+        return len(data["ranks"]) == 16 and all(len(x["phases"]) >= 4 for x in data["ranks"])
+
+    deadline = time.time() + 30
+    while True:
+        r = httpx.get(f"{server.base_url}/api/v1/launches/1/timeline", params={"points": 100}, timeout=30)
+        assert r.status_code == 200, r.text
+        data = r.json()
+        if caught_up(data) or time.time() > deadline:
+            break
+        time.sleep(0.5)
     labels = [(x["host"], x["label"]) for x in data["ranks"]]
     # TP2 before TP10: numeric order, not string order; host 1's ranks first
     assert labels == [("gpu-node-01", f"TP{i}") for i in range(8)] + [
@@ -53,7 +63,7 @@ def test_timeline_shows_every_rank_grouped_by_host_with_phases_and_gpu_series(
     ]
     tp3 = data["ranks"][3]
     assert tp3["gpu_index"] == 3 and tp3["mem_total_bytes"] == 141 * 2**30
-    phases = [p["phase"] for p in tp3["phases"]]
+    phases = [p["phase"] for p in tp3["phases"] if p["phase"] != "starting"]  # process start to first line
     assert phases[:3] == ["dist_init", "loading_weights", "kv_alloc"]
     assert tp3["phase"] == "serving" or phases[-1] in ("ready", "warmup")
     gpu = tp3["gpu"]

@@ -48,7 +48,7 @@ class Handler(BaseHTTPRequestHandler):
             record = {
                 "path": self.path,
                 "headers": {k.lower(): v for k, v in self.headers.items()},
-                "body": body.decode(),
+                "body": body.decode(errors="replace"),  # the agent sends gzip
                 "t": time.time(),
                 "mode": mode,
             }

@@ -87,6 +87,14 @@ class Detector:
             f, now, now + grace_s, open=True, kind=kind, confidence=confidence, culprit=culprit
         )
 
+    def forget(self, launch: str) -> list[str]:
+        """Drop what is tracked for a launch that ended; returns the keys that were open."""
+        keys = [k for k, t in self.tracked.items() if t.finding.launch == launch or k.endswith(f":{launch}")]
+        opened = [k for k in keys if self.tracked[k].open]
+        for k in keys:
+            del self.tracked[k]
+        return opened
+
     def open_keys(self) -> set[str]:
         return {k for k, t in self.tracked.items() if t.open}
 

@@ -28,7 +28,13 @@ class DetectConfig(BaseModel):
     )
     warmup_s: float = Field(90.0, description="Expected progress interval between capture end and ready.")
     soft_progress_window_s: float = Field(
-        30.0, description="How recent memory/disk/CPU activity must be to count as legitimate work."
+        15.0, description="How recent memory/disk/CPU/GPU activity must be to count as legitimate work."
+    )
+    dead_quiet_s: float = Field(
+        20.0,
+        description="Every rank of a starting launch quiet this long with no sign of work at all (memory, disk "
+        "reads, CPU and GPU flat, or GPUs only spinning in a collective): a stall, long before the per-phase "
+        "intervals below run out.",
     )
     # --- GPU signature
     spin_util_pct: float = Field(
@@ -40,7 +46,7 @@ class DetectConfig(BaseModel):
     idle_util_pct: float = Field(10.0, description="Utilisation at or below which a GPU is idle.")
     # --- serving
     stall_serving_s: float = Field(
-        20.0,
+        15.0,
         description="Requests running or queued but no decode batch and no generated token for this long: "
         "stalled_serving.",
     )
@@ -50,7 +56,6 @@ class DetectConfig(BaseModel):
     # --- acceptance
     low_accept_len: float = Field(1.3, description="Accept length at or below this is 'near 1' (no gain).")
     low_accept_rate: float = Field(0.05, description="Accept rate at or below this is 'near 0'.")
-    good_accept_len: float = Field(1.6, description="Accept length at or above this is healthy speculation.")
     low_accept_min_reports: int = Field(
         8, description="Decode reports needed in the window before low acceptance is called."
     )

@@ -178,13 +178,9 @@ def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | 
     lows = [a for a in window if low(a)]
     if len(lows) < cfg.low_accept_fraction * len(window):
         return None
-    good = [
-        a
-        for a in st.accept
-        if a.accept_len is not None and a.accept_len >= cfg.good_accept_len and a.batch is not None
-    ]
     low_batches = [a.batch for a in lows if a.batch is not None]
-    if good and low_batches and min(low_batches) > max(a.batch for a in good if a.batch is not None):
+    good_max = st.good_batch_max
+    if good_max is not None and low_batches and min(low_batches) > good_max:
         return None  # speculation switched off above a batch-size threshold, by design
     lens = [a.accept_len for a in lows if a.accept_len is not None]
     rates = [a.accept_rate for a in lows if a.accept_rate is not None]

@@ -12,10 +12,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from app.detect.config import DetectConfig
+from app.detect.culprit import (
+    behind_in_nccl,
+    cpu_busy,
+    idle,
+    minority,
+    odd_one_out,
+    recent,
+    signature,
+)
 from app.detect.findings import Evidence, Finding, evidence
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, Signal
 
-GB = 1024**3
 HANG_SIGNALS = {
     "nccl_timeout": "nccl_timeout",
     "nccl_heartbeat": "nccl_timeout",
@@ -24,54 +32,18 @@ HANG_SIGNALS = {
 MAX_EVIDENCE = 24
 
 
-def signature(r: RankState) -> str:
-    """The GPU as a person would describe it: '100% util at 62 W of 700 W, 76.0 GB held'."""
-    if r.util_pct is None and r.mem_used_bytes is None:
-        return "no GPU sample"
-    head = f"{r.util_pct:.0f}% util" if r.util_pct is not None else "util n/a"
-    if r.power_w is not None:
-        head += f" at {r.power_w:.0f} W" + (f" of {r.power_limit_w:.0f} W" if r.power_limit_w else "")
-    if r.mem_used_bytes is not None:
-        head += f", {r.mem_used_bytes / GB:.1f} GB held"
-    return head
-
-
-def spinning(r: RankState, cfg: DetectConfig) -> bool:
-    """~100% utilisation at near-idle power: a kernel waiting in a collective."""
-    ratio = r.power_ratio
-    return (
-        r.util_pct is not None
-        and r.util_pct >= cfg.spin_util_pct
-        and ratio is not None
-        and ratio <= cfg.spin_power_ratio
-    )
-
-
-def idle(r: RankState, cfg: DetectConfig) -> bool:
-    return r.util_pct is not None and r.util_pct <= cfg.idle_util_pct
-
-
-def _recent(ts: float | None, now: float, window: float) -> bool:
-    return ts is not None and now - ts <= window
-
-
 def loading_progress(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
     """Slow storage is not a hang: memory, disk reads or the shard bar still moving."""
     if r.phase != "loading_weights" and not (r.phase == "stalled" and r.stalled_from == "loading_weights"):
         return None
     w = cfg.soft_progress_window_s
-    if _recent(r.mem_rise_at, now, w):
+    if recent(r.mem_rise_at, now, w):
         return "GPU memory rising"
-    if _recent(r.io_rise_at, now, w):
+    if recent(r.io_rise_at, now, w):
         return "disk reads rising"
-    if r.last_milestone == "load_begin" and _recent(st.shard_progress_at, now, w):
+    if r.last_milestone == "load_begin" and recent(st.shard_progress_at, now, w):
         return "checkpoint shards loading"
     return None
-
-
-def cpu_busy(r: RankState, now: float, cfg: DetectConfig) -> bool:
-    """JIT compilation before or during capture keeps a core busy while the log is quiet."""
-    return _recent(r.cpu_busy_at, now, cfg.soft_progress_window_s) and not spinning(r, cfg)
 
 
 def quiet_for(r: RankState, now: float) -> float:
@@ -80,113 +52,6 @@ def quiet_for(r: RankState, now: float) -> float:
 
 def _phase(r: RankState) -> str:
     return r.stalled_from if r.phase == "stalled" and r.stalled_from else r.phase
-
-
-def _minority(values: dict[str, float], lower: bool = True) -> list[str]:
-    """Ranks whose value is the odd one out (the lowest when ``lower``), held by fewer than half the ranks."""
-    if len(values) < 2:
-        return []
-    extreme = min(values.values()) if lower else max(values.values())
-    odd = [k for k, v in values.items() if v == extreme]
-    if len(set(values.values())) < 2 or len(odd) * 2 >= len(values):
-        return []
-    return odd
-
-
-def odd_one_out(
-    ranks: list[RankState], now: float, cfg: DetectConfig, with_milestones: bool
-) -> tuple[list[str], list[Evidence], str]:
-    """Name the rank(s) that differ from their peers, with the evidence and a reason phrase."""
-    if len(ranks) == 1:
-        r = ranks[0]
-        return [r.label], [], "the only rank"
-    by_label = {r.label: r for r in ranks}
-    rules: list[Callable[[], tuple[list[str], str]]] = []
-    if with_milestones:
-        rules.append(lambda: _behind_in_milestones(ranks))
-    rules += [
-        lambda: _behind_in_nccl(ranks),
-        lambda: _idle_among_spinners(ranks, cfg),
-        lambda: _odd_proc_state(ranks),
-    ]
-    for rule in rules:
-        odd, reason = rule()
-        if odd:
-            ev = [evidence(by_label[o].gpu_ts, o, "GPU", signature(by_label[o])) for o in odd[:4]]
-            peers = [r for r in ranks if r.label not in odd]
-            if peers:
-                common = Counter(signature(p) for p in peers).most_common(1)[0][0]
-                ev.append(evidence(now, None, f"{len(peers)} peers' GPUs", f"e.g. {common}"))
-            return odd, ev, reason
-    return [], [], ""
-
-
-def _behind_in_milestones(ranks: list[RankState]) -> tuple[list[str], str]:
-    odd = _minority({r.label: r.milestones for r in ranks})
-    if not odd:
-        return [], ""
-    peers = [r for r in ranks if r.label not in odd]
-    lead = Counter(p.last_milestone for p in peers).most_common(1)[0][0]
-    me = {r.label: r for r in ranks}[odd[0]]
-    return (
-        odd,
-        f"it last logged {_milestone_name(me.last_milestone)} while {len(peers)} peers reached {_milestone_name(lead)}",
-    )
-
-
-def _behind_in_nccl(ranks: list[RankState]) -> tuple[list[str], str]:
-    done = {r.label: float(r.nccl_completed) for r in ranks if r.nccl_completed is not None}
-    if len(done) >= 2 and (odd := _minority(done)):
-        return (
-            odd,
-            f"its NCCL work count ({int(done[odd[0]])} completed) is behind its peers' ({int(max(done.values()))})",
-        )
-    seq = {r.label: float(r.nccl_seq) for r in ranks if r.nccl_seq is not None}
-    if len(seq) >= 2 and (odd := _minority(seq)):
-        return (
-            odd,
-            f"it timed out on collective SeqNum={int(seq[odd[0]])}, one behind its peers' {int(max(seq.values()))}",
-        )
-    return [], ""
-
-
-def _idle_among_spinners(ranks: list[RankState], cfg: DetectConfig) -> tuple[list[str], str]:
-    spin = [r for r in ranks if spinning(r, cfg)]
-    still = [r for r in ranks if idle(r, cfg)]
-    if spin and still and len(still) < len(spin) and len(spin) + len(still) == len(ranks):
-        return [r.label for r in still], (
-            f"its GPU is idle while {len(spin)} peers spin in a collective (~100% util at idle power): "
-            "it never reached the collective they wait in"
-        )
-    return [], ""
-
-
-def _odd_proc_state(ranks: list[RankState]) -> tuple[list[str], str]:
-    states = {r.label: r.proc_state for r in ranks if r.proc_state}
-    if len(states) < 2:
-        return [], ""
-    counts = Counter(states.values())
-    common, n = counts.most_common(1)[0]
-    odd = [k for k, v in states.items() if v != common]
-    if odd and n * 2 > len(states) and len(odd) <= 2 and all(states[o] in ("D", "T", "Z") for o in odd):
-        return odd, f"its process is in state {states[odd[0]]} while its peers are {common}"
-    return [], ""
-
-
-_MILESTONE_TEXT = {
-    "dist_init_begin": "'Init torch distributed begin'",
-    "dist_init_end": "'Init torch distributed ends'",
-    "load_begin": "'Load weight begin'",
-    "load_end": "'Load weight end'",
-    "kv_alloc": "'KV Cache is allocated'",
-    "mem_pool_end": "'Memory pool end'",
-    "capture_begin": "'Capture cuda graph begin'",
-    "capture_end": "'Capture cuda graph end'",
-}
-
-
-def _milestone_name(m: str | None) -> str:
-    return _MILESTONE_TEXT.get(m or "", "nothing yet")
 
 
 def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tuple[str, int]]:
@@ -219,17 +84,45 @@ def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[s
     return _serving_stall(st, live, now, cfg)
 
 
+def working(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
+    """Legitimate work a quiet rank may be doing: loading (memory, disk, shards), GPU compute, or CPU (JIT)."""
+    if reason := loading_progress(st, r, now, cfg):
+        return reason
+    if recent(r.gpu_active_at, now, cfg.soft_progress_window_s):
+        return "GPU computing"
+    if cpu_busy(r, now, cfg):
+        return "CPU busy"
+    return None
+
+
 def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:
+    """Every rank quiet, and either nobody works at all (fast path, ``dead_quiet_s``) or the per-phase
+    expected interval ran out while only a minority burns CPU (a rank stuck in Python, not JIT on all)."""
     quiet: list[tuple[RankState, float, float]] = []
+    busy: list[RankState] = []
     for r in live:
-        exp = cfg.expected_s(_phase(r))
-        if exp is None or quiet_for(r, now) <= exp:
-            return None  # someone is still moving (or waiting legitimately for the server to fire up)
-        if loading_progress(st, r, now, cfg):
+        q = quiet_for(r, now)
+        if q <= cfg.dead_quiet_s:
+            return None  # someone is still moving
+        why = working(st, r, now, cfg)
+        if why and why != "CPU busy":
+            return None  # loading from slow storage, or computing: let it work
+        if why:
+            busy.append(r)
+        quiet.append((r, q, cfg.dead_quiet_s))
+    if not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in live):
+        # logs alone (replay): "no sign of work" cannot be seen, so wait out each phase's expected interval
+        quiet = [(r, q, cfg.expected_s(_phase(r)) or cfg.starting_s) for r, q, _ in quiet]
+        if any(q <= exp for _, q, exp in quiet):
             return None
-        quiet.append((r, quiet_for(r, now), exp))
-    if any(cpu_busy(r, now, cfg) for r in live) and not any(spinning(r, cfg) for r in live):
-        return None  # JIT before/during capture: CPU busy, GPU not waiting in a collective
+    if len(busy) * 2 >= len(live):
+        return None  # CPU busy on most ranks: JIT compilation before or during capture
+    if busy:
+        # a minority burning CPU while the rest wait may be one rank stuck in Python, or one rank's honest
+        # CPU work: give it the phase's whole expected interval before calling it
+        quiet = [(r, q, cfg.expected_s(_phase(r)) or cfg.starting_s) for r, q, _ in quiet]
+        if any(q <= exp for _, q, exp in quiet):
+            return None
     culprits, ev, reason = odd_one_out(live, now, cfg, with_milestones=True)
     since = min(r.last_progress_at + exp for r, _, exp in quiet)
     phase = Counter(_phase(r) for r in live).most_common(1)[0][0]
@@ -239,7 +132,8 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
             now,
             None,
             "no progress for",
-            f"{longest:.0f} s in {phase} (expected within {cfg.expected_s(phase):.0f} s)",
+            f"{longest:.0f} s in {phase}, every rank: "
+            + ", ".join(sorted({working(st, r, now, cfg) or "no sign of work" for r in live})),
         )
     ]
     body += ev
@@ -339,7 +233,7 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
     seqs = {lab: float(s.fields["seq"]) for lab, s in sigs if lab and isinstance(s.fields.get("seq"), int)}
     culprit = base.culprit if base else None
     reason = ""
-    if (odd := _minority(seqs)) and len(odd) == 1:
+    if (odd := minority(seqs)) and len(odd) == 1:
         culprit, reason = (
             odd[0],
             f"it timed out on SeqNum={int(seqs[odd[0]])}, behind its peers' {int(max(seqs.values()))}",
@@ -381,49 +275,43 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
 
 
 def divergence(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:
-    """One rank behind peers that are still moving: not (yet) a launch-wide stall, but on its way."""
+    """A rank whose NCCL work count stopped while its peers' counts still rise: one collective behind, not
+    (yet) a launch-wide stall. Start-up lag is the deadlock rule's business: TP peers block in the next
+    collective within seconds, so a lagging rank there shows as a stall with that rank as the culprit."""
     live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
     if len(live) < 2:
         return None
-    moving = [r for r in live if quiet_for(r, now) <= cfg.divergence_s]
-    nccl_moving = [
-        r for r in live if r.nccl_completed_at is not None and now - r.nccl_completed_at <= cfg.divergence_s
+    odd, reason = behind_in_nccl(live)
+    if not odd:
+        return None
+    window = cfg.divergence_s
+    moving = [
+        r
+        for r in live
+        if r.label not in odd and r.nccl_completed_at is not None and now - r.nccl_completed_at <= window
     ]
-    for rule, peers_moving in (
-        (lambda: _behind_in_milestones(live), moving),
-        (lambda: _behind_in_nccl(live), nccl_moving),
-    ):
-        odd, reason = rule()
-        if not odd or not [p for p in peers_moving if p.label not in odd]:
-            continue
-        behind = [r for r in live if r.label in odd]
-        if rule is not None and peers_moving is nccl_moving:
-            still = any(
-                r.nccl_completed_at is None or now - r.nccl_completed_at <= cfg.divergence_s for r in behind
-            )
-        else:
-            still = any(
-                quiet_for(r, now) <= cfg.divergence_s
-                or loading_progress(st, r, now, cfg)
-                or cpu_busy(r, now, cfg)
-                for r in behind
-            )
-        if still:
-            continue  # the slow rank is still working: let it catch up
-        moving = [p for p in peers_moving if p.label not in odd]
-        r = behind[0]
-        return Finding(
-            key=f"divergence:{st.key}",
-            kind="rank_divergence",
-            launch=st.key,
-            summary=f"{r.label} is behind peers that still move: {reason}.",
-            culprit=r.label if len(odd) == 1 else None,
-            ranks=odd,
-            evidence=[
-                evidence(r.last_progress_at, r.label, "last progress", r.last_progress_what),
-                evidence(r.gpu_ts, r.label, "GPU", signature(r)),
-                evidence(now, None, "peers still moving", ", ".join(p.label for p in moving[:8])),
-            ],
-            since=r.last_progress_at + cfg.divergence_s,
-        )
-    return None
+    behind = [r for r in live if r.label in odd]
+    if not moving or any(r.nccl_completed_at is None or now - r.nccl_completed_at <= window for r in behind):
+        return None
+    r = behind[0]
+    ev = [
+        evidence(
+            r.nccl_completed_at,
+            r.label,
+            "NCCL work completed",
+            f"{r.nccl_completed} (enqueued {r.nccl_enqueued})",
+        ),
+        evidence(now, None, "peers still completing work", ", ".join(p.label for p in moving[:8])),
+    ]
+    if r.gpu_ts is not None:
+        ev.append(evidence(r.gpu_ts, r.label, "GPU", signature(r)))
+    return Finding(
+        key=f"divergence:{st.key}",
+        kind="rank_divergence",
+        launch=st.key,
+        summary=f"{r.label} is behind peers that still move: {reason}.",
+        culprit=r.label if len(odd) == 1 else None,
+        ranks=odd,
+        evidence=ev,
+        since=(r.nccl_completed_at or now) + window,
+    )

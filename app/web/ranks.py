@@ -95,9 +95,16 @@ def load_ranks(session: Session, launch_id: int) -> list[RankView]:
         )
         for r, host in rows
     ]
+    uuids: list[list[Any]] | None = None
     if not views:
         views = _ranks_from_processes(session, launch_id)
-    _attach_gpus(session, views, [r.gpu_uuids for r, _ in rows] if rows else None)
+    else:
+        # a rank the detector has not written yet (it ticks every few seconds) still shows, from its process
+        known = {v.label for v in views}
+        extra = [v for v in _ranks_from_processes(session, launch_id) if v.label not in known]
+        views += extra
+        uuids = [r.gpu_uuids for r, _ in rows] + [[] for _ in extra]
+    _attach_gpus(session, views, uuids)
     views.sort(key=lambda v: rank_sort_key(v.host, v.label))
     return views
 

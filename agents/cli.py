@@ -1,0 +1,331 @@
+"""``specwatch agent``: the host agent's command line. Registered by app/cli.py through COMMAND_MODULES.
+
+Errors in the configuration print one sentence and exit with code 2; nothing is started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("specwatch.agent")
+
+SOURCES = ("gpu", "procs", "logs", "metrics", "ras", "stacks", "preflight")
+_NAME = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_DEPLOYMENT = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def default_spool(host: str | None = None) -> Path:
+    env = os.environ.get("SPECWATCH_SPOOL")
+    if env:
+        base = Path(env)
+    elif os.geteuid() == 0:
+        base = Path("/var/lib/specwatch/agent")
+    else:
+        base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "specwatch/agent"
+    # simulated hosts on one machine each need their own identity and sequence
+    return base / f"sim-{host}" if host else base
+
+
+def _sources(text: str) -> set[str]:
+    if text in ("", "none"):
+        return set()
+    if text == "all":
+        return set(SOURCES)
+    chosen = {s.strip() for s in text.split(",") if s.strip()}
+    unknown = chosen - set(SOURCES)
+    if unknown:
+        raise ConfigError(
+            f"unknown source(s) {', '.join(sorted(unknown))} in --sources: use {', '.join(SOURCES)}"
+        )
+    return chosen
+
+
+def validate(args: argparse.Namespace) -> None:
+    if not args.server or not re.match(r"^https?://[^/\s]+", args.server):
+        raise ConfigError(
+            f"--server must be an http(s) URL such as http://specwatch:8000, not {args.server!r}"
+        )
+    if not args.token:
+        raise ConfigError(
+            "no token: pass --token or set SPECWATCH_TOKEN (create one with `specwatch token create`)"
+        )
+    if args.interval <= 0 or args.interval > 3600:
+        raise ConfigError(f"--interval must be between 0 and 3600 seconds, not {args.interval}")
+    if args.batch_interval < args.interval:
+        raise ConfigError(
+            f"--batch-interval ({args.batch_interval}) must be at least --interval ({args.interval})"
+        )
+    if args.time_scale <= 0:
+        raise ConfigError(f"--time-scale must be positive, not {args.time_scale}")
+    if args.spool_max_mb <= 0:
+        raise ConfigError(f"--spool-max-mb must be positive, not {args.spool_max_mb}")
+    if args.host is not None and not _NAME.match(args.host):
+        raise ConfigError(f"--host {args.host!r} may only use letters, digits and . _ : -")
+    if args.deployment is not None and not _DEPLOYMENT.match(args.deployment):
+        raise ConfigError(f"--deployment {args.deployment!r} may only use letters, digits and . _ : / -")
+    if not args.simulate and not args.deployment:
+        raise ConfigError("--deployment NAME is required (the engine service this host runs)")
+
+
+def build(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The Agent and its spool, from validated arguments. Raises ConfigError with one sentence."""
+    from agents.collectors.engine_metrics import EngineMetrics, http_fetcher, sim_fetcher
+    from agents.collectors.stacks import StackDumper
+    from agents.main import Agent, AgentConfig, Sources
+    from agents.shipper import Shipper
+    from agents.spool import Spool, SpoolBusy
+
+    sources = _sources(args.sources)
+    cluster: Any = None
+    sim_host = ""
+    host = args.host
+    deployment = args.deployment
+    t0 = time.time()
+    if args.simulate:
+        from agents.simulate import load_cluster
+
+        try:
+            scenario, cluster = load_cluster(args.simulate, args.time_scale, args.sim_seed, t0=t0)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        sim_hosts = list(scenario.hosts)
+        sim_host = args.sim_host or sim_hosts[0]
+        if sim_host not in sim_hosts:
+            raise ConfigError(
+                f"--sim-host {sim_host!r} is not in scenario {args.simulate!r}: {', '.join(sim_hosts)}"
+            )
+        host = host or sim_host
+        deployment = deployment or scenario.deployment
+    host = host or socket.gethostname().split(".")[0]
+    if not _NAME.match(host):
+        raise ConfigError(f"host name {host!r} is not usable: pass --host NAME")
+    simulated = set() if cluster is None else _sources(args.sim_sources)
+
+    spool_dir = Path(args.spool) if args.spool else default_spool(host if cluster is not None else None)
+    try:
+        spool = Spool(spool_dir, max_bytes=int(args.spool_max_mb * 1024 * 1024))
+    except SpoolBusy as exc:
+        raise ConfigError(str(exc)) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot use spool directory {spool_dir}: {exc.strerror or exc}") from exc
+
+    src = Sources()
+    if "gpu" in sources:
+        if "gpu" in simulated:
+            from agents.collectors.nvml import SimGpus
+
+            src.gpus = SimGpus(cluster, sim_host)
+        else:
+            from agents.collectors.nvml import NvmlGpus
+
+            src.gpus = NvmlGpus()  # kept when disabled: its start-up line says why
+    if "procs" in sources:
+        if "procs" in simulated:
+            from agents.collectors.procs import SimProcesses
+
+            src.processes = SimProcesses(cluster, sim_host)
+        else:
+            from agents.collectors.procs import PsutilProcesses
+
+            src.processes = PsutilProcesses(args.proc_root)
+    if "metrics" in sources:
+        if "metrics" in simulated:
+            src.metrics = EngineMetrics(sim_fetcher(cluster, sim_host), f"simulated ({sim_host})")
+        elif args.engine_metrics:
+            src.metrics = EngineMetrics(http_fetcher(args.engine_metrics), args.engine_metrics)
+    log_paths = list(args.log or [])
+    if "logs" in sources and "logs" in simulated:
+        from agents.simulate import SimLogWriter
+
+        log_dir = Path(args.sim_log_dir) if args.sim_log_dir else spool_dir / "sim-logs"
+        src.before_tick = SimLogWriter(cluster, sim_host, log_dir, since=t0)
+        log_paths.append(str(log_dir / "*.log"))
+    if args.launch:
+        from agents.launcher import launch_log_path
+
+        launch_dir = Path(args.launch_log_dir) if args.launch_log_dir else spool_dir / "launch-logs"
+        args.launch_log = launch_log_path(launch_dir, deployment or "engine", t0)
+        log_paths.append(str(args.launch_log))
+    if "logs" in sources and log_paths:
+        from agents.logsource import make_tailer
+
+        tz = "UTC" if "logs" in simulated else args.log_tz
+        try:
+            src.logs, src.logs_describe = make_tailer(log_paths, spool_dir / "log-offsets", tz)
+        except (ValueError, KeyError) as exc:
+            raise ConfigError(f"--log-tz {args.log_tz!r} is not a time zone ({exc})") from exc
+        except ImportError as exc:
+            log.error("log tailing unavailable in this build (%s): logs are not collected", exc)
+            src.logs_describe = f"engine logs: not collected ({exc})"
+    if "ras" in sources and args.ras != "off" and cluster is None:
+        from agents.collectors.ras import RasProbe
+
+        src.extra.append(RasProbe(args.ras))
+    if "preflight" in sources and "procs" not in simulated:  # a simulated launch names drafts not on disk
+        from agents.preflight.watch import DraftPreflight
+
+        src.preflight = DraftPreflight()
+    if "stacks" in sources:
+        if "procs" in simulated:  # the pids the server asks about are the simulator's
+            from agents.collectors.stacks import SimStackDumper
+
+            src.stacks = SimStackDumper(cluster, sim_host)
+        else:
+            src.stacks = StackDumper()
+
+    config = AgentConfig(
+        host=host,
+        deployment=deployment,
+        interval_s=args.interval,
+        batch_interval_s=args.batch_interval,
+        metrics_interval_s=max(args.interval, args.metrics_interval),
+        duration_s=args.duration,
+        drain_timeout_s=args.drain_timeout,
+    )
+    shipper = Shipper(spool, args.server, args.token)
+    return Agent(config, spool, shipper, src), spool
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    args.token = args.token or os.environ.get("SPECWATCH_TOKEN", "")
+    try:
+        validate(args)
+        agent, spool = build(args)
+    except ConfigError as exc:
+        print(f"specwatch agent: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    session = None
+    if args.launch:
+        from agents.launcher import EngineLauncher, LaunchError, LaunchSession, echo_stream
+
+        command = list(args.launch)
+        settle = 2 * args.batch_interval + args.interval  # the exit and the last lines reach a batch
+        try:
+            session = LaunchSession(EngineLauncher(command, args.launch_log, echo=echo_stream()), settle)
+            pid = session.start(agent.finish, stop)
+        except LaunchError as exc:
+            spool.close()
+            print(f"specwatch agent: {exc}", file=sys.stderr)
+            return 2
+        log.info("launched %s (pid %d); its output: %s", " ".join(command), pid, args.launch_log)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if session is not None:
+            log.info("%s received: passing it to the engine", signal.Signals(signum).name)
+            session.on_signal(signum, stop)
+            return
+        log.info("%s received: spooling the current batch and exiting", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        code = int(agent.run(stop))
+        return session.exit_status() if session is not None else code
+    finally:
+        spool.close()
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """``specwatch agent`` arguments as a Namespace, for running an agent in-process (the demo):
+    ``agent, spool = build(parse([...])); agent.run(stop_event)``; validate() first for user input."""
+    parser = argparse.ArgumentParser(prog="specwatch")
+    register(parser.add_subparsers())
+    args = parser.parse_args(["agent", *argv])
+    args.token = args.token or os.environ.get("SPECWATCH_TOKEN", "")
+    return args
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "agent",
+        help="run the host agent: sample GPUs, engine processes, logs and metrics; ship them to the server",
+        description="Run on every GPU host next to the engine. Batches are spooled to disk before sending, "
+        "so a server outage loses nothing up to the spool bound.",
+    )
+    p.add_argument("--server", required=True, help="specwatch server URL, e.g. http://specwatch:8000")
+    p.add_argument(
+        "--token", help="agent token for this host (better: the SPECWATCH_TOKEN environment variable)"
+    )
+    p.add_argument(
+        "--deployment", help="engine service name, e.g. kimi-k25-eagle3 (scenario's own with --simulate)"
+    )
+    p.add_argument("--host", help="this host's name as the server knows it (default: the short hostname)")
+    p.add_argument(
+        "--log", action="append", metavar="PATH", help="engine log file or glob to follow (repeatable)"
+    )
+    p.add_argument(
+        "--log-tz", default="local", help="time zone of the engine's log timestamps (default: local)"
+    )
+    p.add_argument(
+        "--engine-metrics",
+        metavar="URL",
+        help="engine Prometheus endpoint, e.g. http://127.0.0.1:30000/metrics",
+    )
+    p.add_argument(
+        "--metrics-interval", type=float, default=2.0, help="seconds between /metrics scrapes (default 2)"
+    )
+    p.add_argument(
+        "--spool", help="spool directory (default: SPECWATCH_SPOOL, /var/lib/specwatch/agent as root)"
+    )
+    p.add_argument(
+        "--spool-max-mb", type=float, default=1024.0, help="spool bound; oldest batches dropped beyond it"
+    )
+    p.add_argument("--interval", type=float, default=1.0, help="sampling period in seconds (default 1)")
+    p.add_argument("--batch-interval", type=float, default=2.0, help="seconds between batches (default 2)")
+    p.add_argument(
+        "--sources",
+        default="all",
+        help=f"collectors to run, comma-separated from {','.join(SOURCES)}; 'all' (default) or 'none'",
+    )
+    p.add_argument(
+        "--proc-root", default="/proc", help="procfs mount to read (e.g. the host's /proc in a container)"
+    )
+    p.add_argument("--ras", default="127.0.0.1:28028", help="NCCL RAS address to probe, or 'off'")
+    p.add_argument("--duration", type=float, help="stop after this many seconds, then send what is spooled")
+    p.add_argument(
+        "--drain-timeout", type=float, default=30.0, help="with --duration: how long to keep sending"
+    )
+    p.add_argument(
+        "--launch",
+        nargs=argparse.REMAINDER,
+        metavar="CMD",
+        help="start the engine command itself (last, after --) and follow its output; the agent exits with "
+        "the engine's exit code (docs/cluster.md)",
+    )
+    p.add_argument(
+        "--launch-log-dir", help="where --launch writes the engine's output (default: SPOOL/launch-logs)"
+    )
+    g = p.add_argument_group("simulation (no GPU needed)")
+    g.add_argument(
+        "--simulate", metavar="SCENARIO", help="read a simulated cluster instead of NVML, /proc and HTTP"
+    )
+    g.add_argument("--sim-host", help="which simulated host this agent is (default: the scenario's first)")
+    g.add_argument(
+        "--time-scale", type=float, default=1.0, help="compress the scenario's durations (0.1 = 10x faster)"
+    )
+    g.add_argument("--sim-seed", type=int, default=0, help="simulation seed")
+    g.add_argument(
+        "--sim-log-dir", help="where the simulated engine writes its logs (default: SPOOL/sim-logs)"
+    )
+    g.add_argument(
+        "--sim-sources",
+        default="all",
+        help="which collectors read the simulator (default all); e.g. 'gpu' to watch real processes and logs",
+    )
+    p.set_defaults(func=cmd_agent)

@@ -1,0 +1,272 @@
+"""Engine process collector: finds SGLang / vLLM processes and reports their state each cycle.
+
+Real backend: psutil over a ``/proc`` root given as a parameter. Engine children are spawned under a generic
+``python -c ...spawn_main`` command line and rename themselves (setproctitle) a moment later, so a process
+that does not look like an engine yet is looked at again while it is young, and now and then afterwards.
+Only engine processes are read in full each cycle; the rest of the host costs one directory listing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import psutil
+
+from agents import wire
+
+log = logging.getLogger("specwatch.agent.procs")
+
+Role = Literal["scheduler", "main", "tokenizer", "detokenizer", "worker", "other"]
+Engine = Literal["sglang", "vllm", "unknown"]
+
+_TAG = re.compile(r"(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d+)")
+_SGLANG_TITLE = re.compile(r"^sglang::(\w+?)(?:_((?:(?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d+_?)+))?(?:\s|$)")
+_VLLM_TITLE = re.compile(r"^VLLM::(\w+?)(?:_((?:(?:DP|PP|TP|EP)\d+_?)+))?(?:\s|$)")
+_STATES = {
+    psutil.STATUS_RUNNING: "R",
+    psutil.STATUS_SLEEPING: "S",
+    psutil.STATUS_DISK_SLEEP: "D",
+    psutil.STATUS_ZOMBIE: "Z",
+    psutil.STATUS_STOPPED: "T",
+    psutil.STATUS_TRACING_STOP: "t",
+    psutil.STATUS_IDLE: "I",
+    psutil.STATUS_DEAD: "X",
+}
+YOUNG_S = 60.0  # re-read the command line of unknown processes this young every cycle
+RECHECK_S = 30.0  # and of older unknown ones this often
+CMDLINE_EVERY_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProcess:
+    """What a command line says about a process: its role, engine and rank label."""
+
+    name: str
+    role: Role
+    engine: Engine
+    rank: str | None
+
+
+def rank_label(tags: str | None) -> str | None:
+    """``DP0_TP1`` (a process title) -> ``DP0 TP1`` (the engine's log prefix)."""
+    if not tags:
+        return None
+    found = _TAG.findall(tags)
+    return " ".join(f"{k}{v}" for k, v in found) or None
+
+
+def classify(cmdline: list[str]) -> EngineProcess | None:
+    """Recognise an engine process from its command line (as psutil returns it), or None."""
+    if not cmdline:
+        return None
+    title = cmdline[0].strip()
+    m = _SGLANG_TITLE.match(title)
+    if m:
+        kind = m.group(1)
+        role: Role = {
+            "scheduler": "scheduler",
+            "detokenizer": "detokenizer",
+            "tokenizer": "tokenizer",
+        }.get(kind, "other")  # type: ignore[assignment]
+        return EngineProcess(title.split()[0][:128], role, "sglang", rank_label(m.group(2)))
+    m = _VLLM_TITLE.match(title)
+    if m:
+        kind = m.group(1)
+        vrole: Role = {"Worker": "worker", "EngineCore": "scheduler", "APIServer": "main"}.get(kind, "other")  # type: ignore[assignment]
+        return EngineProcess(title.split()[0][:128], vrole, "vllm", rank_label(m.group(2)))
+    args = [a for a in cmdline[:8] if a]
+    base = [Path(a).name for a in args]
+    joined = " ".join(args)
+    if (
+        "sglang.launch_server" in args
+        or "sglang/launch_server.py" in joined
+        or ("sglang" in base and "serve" in args)
+    ):
+        return EngineProcess("sglang.launch_server", "main", "sglang", None)
+    if "vllm.entrypoints.openai.api_server" in args or ("vllm" in base and "serve" in args):
+        return EngineProcess("vllm serve", "main", "vllm", None)
+    return None
+
+
+class ProcessBackend(Protocol):
+    def sample(self, now: float, gpu_pids: dict[int, list[str]]) -> list[wire.ProcessSample]: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(slots=True)
+class _Tracked:
+    proc: psutil.Process
+    info: EngineProcess
+    create_time: float
+    cmdline: str
+    last_cpu_s: float | None = None
+    last_ts: float | None = None
+    cmdline_sent_at: float = -1e18
+    last: wire.ProcessSample | None = None
+
+
+class PsutilProcesses:
+    """The real backend."""
+
+    def __init__(self, proc_root: str = "/proc", clock: Any = time.monotonic) -> None:
+        if proc_root != "/proc":
+            psutil.PROCFS_PATH = proc_root
+        self.proc_root = proc_root
+        self._clock = clock
+        self._tracked: dict[int, _Tracked] = {}
+        # not (yet) an engine: pid -> (process, born, last checked), monotonic seconds
+        self._unknown: dict[int, tuple[psutil.Process, float, float]] = {}
+        self._me = os.getpid()
+
+    def describe(self) -> str:
+        if not self._tracked:
+            return "engine processes: none yet (watching for sglang::* / vllm titles)"
+        ranks = sorted(t.info.rank or t.info.role for t in self._tracked.values())
+        return f"engine processes: {len(self._tracked)} ({', '.join(ranks)})"
+
+    def _discover(self) -> None:
+        pids = set(psutil.pids())
+        mono = self._clock()
+        wall = time.time()
+        for pid in list(self._unknown):
+            if pid not in pids:
+                del self._unknown[pid]
+        for pid in pids:
+            if pid in self._tracked or pid == self._me:
+                continue
+            try:
+                known = self._unknown.get(pid)
+                if known is None:
+                    proc = psutil.Process(pid)
+                    born = mono - max(0.0, wall - proc.create_time())
+                else:
+                    proc, born, checked = known
+                    young = mono - born < YOUNG_S
+                    if mono - checked < (0.0 if young else RECHECK_S):
+                        continue
+                self._unknown[pid] = (proc, born, mono)
+                cmd = proc.cmdline()
+                info = classify(cmd)
+                if info is None:
+                    continue
+                create = proc.create_time()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            del self._unknown[pid]
+            self._tracked[pid] = _Tracked(proc, info, create, " ".join(cmd)[:8192])
+            log.info(
+                "found %s %s process pid=%d%s",
+                info.engine,
+                info.role,
+                pid,
+                f" rank {info.rank}" if info.rank else "",
+            )
+
+    def sample(self, now: float, gpu_pids: dict[int, list[str]]) -> list[wire.ProcessSample]:
+        self._discover()
+        out: list[wire.ProcessSample] = []
+        for pid, t in list(self._tracked.items()):
+            s = self._read(pid, t, now, gpu_pids)
+            if s is None:
+                del self._tracked[pid]
+                log.warning(
+                    "%s process pid=%d%s exited",
+                    t.info.engine,
+                    pid,
+                    f" ({t.info.rank})" if t.info.rank else "",
+                )
+                out.append(self._exited(pid, t, now))
+                continue
+            out.append(s)
+        return out
+
+    def _exited(self, pid: int, t: _Tracked, now: float) -> wire.ProcessSample:
+        return wire.ProcessSample(
+            ts=now,
+            pid=pid,
+            create_time=t.create_time,
+            name=t.info.name,
+            rank=t.info.rank,
+            role=t.info.role,
+            engine=t.info.engine,
+            state="exited",
+            threads=0,
+            rss_bytes=0,
+            cpu_time_s=t.last_cpu_s,
+            cpu_pct=0.0,
+            io_read_bytes=t.last.io_read_bytes if t.last else None,
+            gpu_uuids=t.last.gpu_uuids if t.last else [],
+        )
+
+    def _read(
+        self, pid: int, t: _Tracked, now: float, gpu_pids: dict[int, list[str]]
+    ) -> wire.ProcessSample | None:
+        p = t.proc
+        try:
+            with p.oneshot():
+                if p.create_time() != t.create_time:
+                    return None  # pid reused: the process we knew is gone
+                status = p.status()
+                threads = p.num_threads()
+                rss = p.memory_info().rss
+                cpu = p.cpu_times()
+                try:
+                    io_read: int | None = p.io_counters().read_bytes
+                except (psutil.AccessDenied, AttributeError):
+                    io_read = None
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return None
+        except psutil.AccessDenied:
+            log.debug("pid %d: access denied", pid)
+            return t.last
+        cpu_s = cpu.user + cpu.system
+        cpu_pct = None
+        if t.last_cpu_s is not None and t.last_ts is not None and now > t.last_ts:
+            cpu_pct = max(0.0, (cpu_s - t.last_cpu_s) / (now - t.last_ts) * 100.0)
+        t.last_cpu_s, t.last_ts = cpu_s, now
+        send_cmdline = now - t.cmdline_sent_at >= CMDLINE_EVERY_S
+        if send_cmdline:
+            t.cmdline_sent_at = now
+        t.last = wire.ProcessSample(
+            ts=now,
+            pid=pid,
+            create_time=t.create_time,
+            name=t.info.name,
+            rank=t.info.rank,
+            role=t.info.role,
+            engine=t.info.engine,
+            state=_STATES.get(status, status[:16]),
+            threads=threads,
+            rss_bytes=rss,
+            cpu_time_s=cpu_s,
+            cpu_pct=cpu_pct,
+            io_read_bytes=io_read,
+            gpu_uuids=gpu_pids.get(pid, [])[:64],
+            cmdline=t.cmdline if send_cmdline else None,
+        )
+        return t.last
+
+
+class SimProcesses:
+    """The simulated backend: engine processes of one SimCluster host."""
+
+    def __init__(self, cluster: Any, host: str) -> None:
+        self.cluster = cluster
+        self.host = host
+        self._seen = 0
+
+    def sample(self, now: float, gpu_pids: dict[int, list[str]]) -> list[wire.ProcessSample]:
+        # psutil cannot show a process before it starts: keep the simulation to what a real host would show
+        samples = [s for s in self.cluster.process_samples(self.host, now) if s.create_time <= now]
+        self._seen = len(samples)
+        return samples
+
+    def describe(self) -> str:
+        return f"engine processes: simulated ({self.host})"

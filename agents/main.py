@@ -1,0 +1,318 @@
+"""The agent's sampling loop: collect on a fixed cadence, batch, spool, and let the shipper send.
+
+Sampling is scheduled on absolute deadlines (``start + k * interval``) so it never drifts; a tick that comes too
+late (the host was starved) is skipped and counted rather than bunched up. Every ``batch_interval`` the buffers
+become one batch (split if it would exceed the server's body limit), written to the spool before anything else
+happens; only then are log offsets committed, so a crash repeats nothing acknowledged and loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agents import __version__, wire
+from agents.collectors.engine_metrics import EngineMetrics
+from agents.collectors.nvml import GpuBackend, pid_gpu_map
+from agents.collectors.procs import ProcessBackend
+from agents.collectors.stacks import SimStackDumper, StackDumper
+from agents.shipper import Shipper
+from agents.spool import Spool
+
+log = logging.getLogger("specwatch.agent")
+
+MAX_BATCH_BYTES = 4 * 1024 * 1024  # half the server's default body limit, uncompressed
+MAX_EVENTS_PER_BATCH = 20000
+
+
+class LogSource(Protocol):
+    """The parser engineer's tailer: ``poll()`` hands over parsed events, ``commit()`` persists the offsets."""
+
+    def poll(self) -> list[wire.Event]: ...
+
+    def commit(self) -> None: ...
+
+
+class EventSource(Protocol):
+    def collect(self, now: float) -> list[wire.Event]: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(slots=True)
+class AgentConfig:
+    host: str
+    deployment: str
+    interval_s: float = 1.0
+    batch_interval_s: float = 2.0
+    metrics_interval_s: float = 2.0
+    duration_s: float | None = None
+    drain_timeout_s: float = 30.0
+
+
+@dataclass(slots=True)
+class Counts:
+    """What the agent took and spooled; logged at exit (and read by the outage test)."""
+
+    gpus: int = 0
+    processes: int = 0
+    events: int = 0
+    metrics: int = 0
+    batches: int = 0
+    ticks: int = 0
+    skipped_ticks: int = 0
+
+    def line(self) -> str:
+        return (
+            f"taken gpus={self.gpus} processes={self.processes} events={self.events} metrics={self.metrics}; "
+            f"batches={self.batches} ticks={self.ticks} skipped_ticks={self.skipped_ticks}"
+        )
+
+
+@dataclass(slots=True)
+class Sources:
+    gpus: GpuBackend | None = None
+    processes: ProcessBackend | None = None
+    metrics: EngineMetrics | None = None
+    logs: LogSource | None = None
+    logs_describe: str = "engine logs: none (--log not given)"
+    stacks: StackDumper | SimStackDumper | None = None
+    # draft checkpoint checks of each new launch (agents.preflight.watch.DraftPreflight), off the sampling path
+    preflight: Any = None
+    extra: list[EventSource] = field(default_factory=list)
+    # called at the start of every tick (simulate mode appends the engine's log lines to real files here)
+    before_tick: Callable[[float], None] | None = None
+
+
+def event_size(e: wire.Event) -> int:
+    return len(e.message) + 64 * (len(e.fields) + 2)
+
+
+def split(events: list[wire.Event], budget: int = MAX_BATCH_BYTES) -> list[list[wire.Event]]:
+    """Chunks of events that each fit one request; the first chunk rides with the samples."""
+    chunks: list[list[wire.Event]] = [[]]
+    size = 0
+    for e in events:
+        n = event_size(e)
+        if chunks[-1] and (size + n > budget or len(chunks[-1]) >= MAX_EVENTS_PER_BATCH):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(e)
+        size += n
+    return chunks
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, spool: Spool, shipper: Shipper, sources: Sources) -> None:
+        self.cfg = config
+        self.spool = spool
+        # set by --launch once the engine has exited: spool the last batch, send what is spooled, return
+        self.finish = threading.Event()
+        self.shipper = shipper
+        self.src = sources
+        self.counts = Counts()
+        self._gpus: list[wire.GpuSample] = []
+        self._procs: list[wire.ProcessSample] = []
+        self._events: list[wire.Event] = []
+        self._metrics: list[wire.MetricSample] = []
+        self._announced = False
+        self._agent = {
+            "host": config.host,
+            "agent_id": spool.agent_id,
+            "deployment": config.deployment,
+            "version": __version__,
+            "interval_s": config.interval_s,
+        }
+        if sources.stacks is not None:
+            shipper.on_ack = self._on_ack
+
+    def _on_ack(self, ack: dict[str, Any]) -> None:
+        pids = ack.get("stack_requests") or []
+        if pids and self.src.stacks is not None:
+            self.src.stacks.request([int(p) for p in pids if isinstance(p, int)])
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> int:
+        cfg = self.cfg
+        self.shipper.start()
+        start = time.monotonic()
+        end = start + cfg.duration_s if cfg.duration_s else None
+        k = 0
+        next_batch = start + cfg.batch_interval_s
+        next_metrics = start
+        try:
+            while not stop.is_set():
+                mono = time.monotonic()
+                if (end is not None and mono >= end) or self.finish.is_set():
+                    break
+                due_metrics = mono >= next_metrics
+                while next_metrics <= mono:
+                    next_metrics += cfg.metrics_interval_s
+                t_tick = time.monotonic()
+                self.tick(time.time(), metrics=due_metrics)
+                if not self._announced:
+                    self._announce(time.time())
+                t_flush = time.monotonic()
+                if t_flush >= next_batch:
+                    self.flush(time.time())
+                    while next_batch <= time.monotonic():
+                        next_batch += cfg.batch_interval_s
+                done = time.monotonic()
+                k += 1
+                deadline = start + k * cfg.interval_s
+                late = done - deadline
+                if late > cfg.interval_s:
+                    missed = int(late // cfg.interval_s)
+                    self.counts.skipped_ticks += missed
+                    k += missed
+                    deadline = start + k * cfg.interval_s
+                    log.warning(
+                        "sampling fell %d tick(s) behind: collecting took %.2f s, spooling %.2f s "
+                        "(host overloaded or slow disk?)",
+                        missed,
+                        t_flush - t_tick,
+                        done - t_flush,
+                    )
+                stop.wait(max(0.0, deadline - time.monotonic()))
+        finally:
+            self.flush(time.time())
+            if (end is not None or self.finish.is_set()) and not stop.is_set():
+                self.shipper.stop_thread()
+                drained = self.shipper.drain(cfg.drain_timeout_s)
+                if not drained:
+                    log.warning(
+                        "%d batch(es) still in the spool: they are sent on the next start",
+                        self.spool.pending(),
+                    )
+            self.shipper.stop()
+            self._close()
+            log.info("agent stopped: %s; %s", self.counts.line(), self.shipper.summary())
+        return 0
+
+    def tick(self, now: float, metrics: bool = True) -> None:
+        src = self.src
+        c = self.counts
+        c.ticks += 1
+        if src.before_tick is not None:
+            self._guard("simulated logs", src.before_tick, now)
+        gpus: list[wire.GpuSample] = []
+        if src.gpus is not None:
+            gpus = self._guard("GPU sample", src.gpus.sample, now) or []
+            self._events += self._guard("GPU events", src.gpus.events, now) or []
+        if src.processes is not None:
+            procs = self._guard("process sample", src.processes.sample, now, pid_gpu_map(gpus)) or []
+            self._procs += procs
+            c.processes += len(procs)
+            if src.preflight is not None:
+                for p in procs:
+                    if p.cmdline:
+                        self._guard("draft preflight", src.preflight.observe, p.pid, p.create_time, p.cmdline)
+                self._events += self._guard("draft preflight", src.preflight.drain) or []
+        self._gpus += gpus
+        c.gpus += len(gpus)
+        if metrics and src.metrics is not None:
+            ms = self._guard("engine metrics", src.metrics.collect, now) or []
+            self._metrics += ms
+            c.metrics += len(ms)
+        if src.logs is not None:
+            self._events += self._guard("log tail", src.logs.poll) or []
+        for extra in src.extra:
+            self._events += self._guard(extra.describe(), extra.collect, now) or []
+        if src.stacks is not None:
+            self._events += src.stacks.drain()
+
+    def _guard(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """A collector that raises loses its reading for this tick, never the agent."""
+        try:
+            return fn(*args)
+        except Exception:
+            log.exception("%s failed this tick; carrying on", what)
+            return None
+
+    def _announce(self, now: float) -> None:
+        self._announced = True
+        src = self.src
+        lines = [f"specwatch agent {__version__} on {self.cfg.host} for deployment {self.cfg.deployment}"]
+        if src.gpus is not None:
+            lines.append(src.gpus.describe())
+        if src.processes is not None:
+            lines.append(src.processes.describe())
+        lines.append(src.logs_describe)
+        if src.metrics is not None:
+            lines.append(src.metrics.describe())
+        if src.stacks is not None:
+            lines.append(src.stacks.describe())
+        lines += [e.describe() for e in src.extra]
+        lines.append(f"spool: {self.spool.dir} ({self.spool.pending()} batch(es) waiting)")
+        for line in lines:
+            log.info("%s", line)
+        gpu_uuids = {g.uuid for g in self._gpus}
+        proc_pids = {p.pid for p in self._procs}
+        self._events.append(
+            wire.Event(
+                ts=now,
+                kind="agent_started",
+                message="\n".join(lines)[:8192],
+                source="agent",
+                fields={
+                    "gpus": len(gpu_uuids),
+                    "processes": len(proc_pids),
+                    "files": getattr(src.logs, "file_count", None) if src.logs is not None else 0,
+                    "metrics_endpoint": src.metrics.where if src.metrics is not None else None,
+                    "version": __version__,
+                    "interval_s": self.cfg.interval_s,
+                },
+            )
+        )
+
+    def flush(self, now: float) -> None:
+        """Spool what was collected since the last batch (always: an empty batch is the agent's heartbeat)."""
+        drops = self.spool.take_drops()
+        if drops is not None:
+            self._events.append(
+                wire.Event(
+                    ts=now,
+                    kind="spool_dropped",
+                    message=(
+                        f"spool reached its bound: dropped the {drops.batches} oldest batch(es) "
+                        f"(seq {drops.first_seq}..{drops.last_seq}, {drops.samples} samples) unsent"
+                    ),
+                    severity="error",
+                    source="agent",
+                    fields={
+                        "batches": drops.batches,
+                        "samples": drops.samples,
+                        "first_seq": drops.first_seq,
+                        "last_seq": drops.last_seq,
+                    },
+                )
+            )
+        events, self._events = self._events, []
+        chunks = split(events)
+        for i, chunk in enumerate(chunks):
+            batch = {
+                "agent": self._agent,
+                "seq": self.spool.reserve(),
+                "sent_at": now,
+                "gpus": self._gpus if i == 0 else [],
+                "processes": self._procs if i == 0 else [],
+                "events": chunk,
+                "metrics": self._metrics if i == 0 else [],
+            }
+            self.spool.append(batch)
+            self.counts.batches += 1
+        self.counts.events += len(events)
+        self._gpus, self._procs, self._metrics = [], [], []
+        if self.src.logs is not None:
+            self._guard("log offset commit", self.src.logs.commit)
+        self.shipper.wake()
+
+    def _close(self) -> None:
+        for thing in (self.src.gpus, self.src.stacks, self.src.logs, self.src.preflight, *self.src.extra):
+            close = getattr(thing, "close", None)
+            if close is not None:
+                self._guard("close", close)

@@ -1,0 +1,296 @@
+"""The detector's input, read from the DATABASE (not from in-process ingest hooks), so that with several
+servers on one PostgreSQL the one holding the leader lease sees every batch whichever server stored it.
+
+Each time-series table is read by id from a cursor. PostgreSQL hands out sequence ids at INSERT but makes rows
+visible at COMMIT, so a row with a lower id can appear after a higher one was read. The feed therefore re-reads
+the ids allocated during the last ``rescan_s`` seconds every tick and skips ids it has already applied. SQLite
+takes its write lock at BEGIN (app/db.py), so there ids become visible in order and no re-scan is needed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from agents import wire
+from app import models
+
+# Metric series the detector reads; the rest of /metrics is for the dashboard.
+DETECTOR_METRICS = (
+    "sglang:generation_tokens_total",
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:spec_accept_length",
+    "vllm:generation_tokens_total",
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+)
+TABLES = ("events", "process_samples", "gpu_samples", "metric_samples")
+# the order records of one timestamp are applied in: processes first, so pids map to ranks before GPUs need them
+_ORDER = {"process": 0, "event": 1, "gpu": 2, "metric": 3}
+
+
+@dataclass(slots=True)
+class Record:
+    ts: float
+    source: str  # process | event | gpu | metric
+    host: str
+    launch: str | None
+    item: Any
+
+
+@dataclass
+class _Cursor:
+    hwm: int = 0  # highest id applied
+    seen: set[int] = field(default_factory=set)  # ids above the re-scan floor already applied
+    history: deque[tuple[float, int]] = field(default_factory=deque)  # (wall time, hwm before that read)
+
+
+@dataclass
+class Feed:
+    rescan_s: float = 0.0
+    chunk: int = 50_000
+    cursors: dict[str, _Cursor] = field(default_factory=lambda: {t: _Cursor() for t in TABLES})
+    hosts: dict[int, str] = field(default_factory=dict)
+    caught_up: bool = True  # False while a read hit the chunk limit (old backlog still being read)
+
+    def positions(self) -> dict[str, int]:
+        return {t: c.hwm for t, c in self.cursors.items()}
+
+    def restore(self, positions: dict[str, Any]) -> None:
+        for t, hwm in positions.items():
+            if t in self.cursors and isinstance(hwm, int):
+                self.cursors[t] = _Cursor(hwm=hwm)
+
+    def start_at_end(self, session: Session) -> None:
+        """First start on a database with history: read only what arrives from now on."""
+        from sqlalchemy import func
+
+        for t, table in _TABLE_MODELS.items():
+            self.cursors[t] = _Cursor(
+                hwm=session.execute(select(func.coalesce(func.max(table.id), 0))).scalar_one()
+            )
+
+    def _floor(self, cur: _Cursor, wall: float) -> int:
+        """Re-read from the highest id known ``rescan_s`` ago: anything committed since then with a lower id
+        than the ones already read is still in range."""
+        if self.rescan_s <= 0:
+            return cur.hwm
+        while cur.history and cur.history[0][0] < wall - self.rescan_s:
+            cur.history.popleft()
+        return cur.history[0][1] if cur.history else cur.hwm
+
+    def _advance(self, cur: _Cursor, ids: list[int], wall: float, floor: int) -> None:
+        before = cur.hwm
+        if ids:
+            cur.hwm = max(cur.hwm, max(ids))
+        if self.rescan_s > 0:
+            cur.seen = {i for i in cur.seen if i > floor}
+            cur.seen.update(ids)
+            cur.history.append((wall, before))  # (when, the highest id known before this read)
+
+    def read(self, session: Session, wall: float | None = None) -> list[Record]:
+        """New rows of every table since the last call, as wire records in time order."""
+        wall = time.monotonic() if wall is None else wall
+        self.hosts = dict(session.execute(select(models.Host.id, models.Host.name)).all())
+        out: list[Record] = []
+        self.caught_up = True
+        for name, reader in (
+            ("process_samples", self._processes),
+            ("events", self._events),
+            ("gpu_samples", self._gpus),
+            ("metric_samples", self._metrics),
+        ):
+            cur = self.cursors[name]
+            floor = self._floor(cur, wall)
+            rows = reader(session, floor)
+            if len(rows) >= self.chunk:
+                self.caught_up = False
+            fresh = [(i, rec) for i, rec in rows if i not in cur.seen]
+            self._advance(cur, [i for i, _ in fresh], wall, floor)
+            out += [rec for _, rec in fresh]
+        out.sort(key=lambda r: (r.ts, _ORDER[r.source]))
+        return out
+
+    def _launch(self, launch_id: int | None) -> str | None:
+        return None if launch_id is None else str(launch_id)
+
+    def _events(self, s: Session, floor: int) -> list[tuple[int, Record]]:
+        E = models.Event
+        rows = s.execute(
+            select(
+                E.id,
+                E.host_id,
+                E.launch_id,
+                E.rank_label,
+                E.ts,
+                E.kind,
+                E.severity,
+                E.source,
+                E.message,
+                E.fields,
+            )
+            .where(E.id > floor)
+            .order_by(E.id)
+            .limit(self.chunk)
+        ).all()
+        return [
+            (
+                r.id,
+                Record(
+                    r.ts,
+                    "event",
+                    self.hosts.get(r.host_id, "?"),
+                    self._launch(r.launch_id),
+                    wire.Event(
+                        ts=r.ts,
+                        kind=r.kind,
+                        message=r.message,
+                        rank=r.rank_label,
+                        severity=r.severity,
+                        source=r.source,
+                        fields=r.fields or {},
+                    ),
+                ),
+            )
+            for r in rows
+        ]
+
+    def _processes(self, s: Session, floor: int) -> list[tuple[int, Record]]:
+        S, P = models.ProcessSample, models.Process
+        rows = s.execute(
+            select(
+                S.id,
+                S.ts,
+                S.state,
+                S.threads,
+                S.rss_bytes,
+                S.cpu_time_s,
+                S.cpu_pct,
+                S.io_read_bytes,
+                P.host_id,
+                P.launch_id,
+                P.pid,
+                P.create_time,
+                P.name,
+                P.role,
+                P.engine,
+                P.rank_label,
+                P.exit_code,
+            )
+            .join(P, P.id == S.process_id)
+            .where(S.id > floor)
+            .order_by(S.id)
+            .limit(self.chunk)
+        ).all()
+        return [
+            (
+                r.id,
+                Record(
+                    r.ts,
+                    "process",
+                    self.hosts.get(r.host_id, "?"),
+                    self._launch(r.launch_id),
+                    wire.ProcessSample(
+                        ts=r.ts,
+                        pid=r.pid,
+                        create_time=r.create_time,
+                        name=r.name,
+                        rank=r.rank_label,
+                        role=r.role,
+                        engine=r.engine,
+                        state=r.state,
+                        threads=r.threads,
+                        rss_bytes=r.rss_bytes,
+                        cpu_time_s=r.cpu_time_s,
+                        cpu_pct=r.cpu_pct,
+                        io_read_bytes=r.io_read_bytes,
+                        exit_code=r.exit_code if r.state == "exited" else None,
+                    ),
+                ),
+            )
+            for r in rows
+        ]
+
+    def _gpus(self, s: Session, floor: int) -> list[tuple[int, Record]]:
+        S, G = models.GpuSample, models.Gpu
+        rows = s.execute(
+            select(
+                S.id,
+                S.ts,
+                S.util_gpu_pct,
+                S.mem_used_bytes,
+                S.power_w,
+                S.processes,
+                G.host_id,
+                G.uuid,
+                G.index.label("gpu_index"),
+                G.power_limit_w,
+                G.mem_total_bytes,
+            )
+            .join(G, G.id == S.gpu_id)
+            .where(S.id > floor)
+            .order_by(S.id)
+            .limit(self.chunk)
+        ).all()
+        return [
+            (
+                r.id,
+                Record(
+                    r.ts,
+                    "gpu",
+                    self.hosts.get(r.host_id, "?"),
+                    None,
+                    wire.GpuSample(
+                        ts=r.ts,
+                        index=r.gpu_index,
+                        uuid=r.uuid,
+                        util_gpu_pct=r.util_gpu_pct,
+                        mem_used_bytes=r.mem_used_bytes,
+                        mem_total_bytes=r.mem_total_bytes,
+                        power_w=r.power_w,
+                        power_limit_w=r.power_limit_w,
+                        processes=[
+                            wire.GpuProcess(pid=p[0]) for p in (r.processes or []) if p and p[0] is not None
+                        ],
+                    ),
+                ),
+            )
+            for r in rows
+        ]
+
+    def _metrics(self, s: Session, floor: int) -> list[tuple[int, Record]]:
+        M, S = models.MetricSample, models.MetricSeries
+        rows = s.execute(
+            select(M.id, M.ts, M.value, M.launch_id, S.host_id, S.name)
+            .join(S, S.id == M.series_id)
+            .where(M.id > floor, S.name.in_(DETECTOR_METRICS))
+            .order_by(M.id)
+            .limit(self.chunk)
+        ).all()
+        return [
+            (
+                r.id,
+                Record(
+                    r.ts,
+                    "metric",
+                    self.hosts.get(r.host_id, "?"),
+                    self._launch(r.launch_id),
+                    wire.MetricSample(ts=r.ts, name=r.name, value=r.value),
+                ),
+            )
+            for r in rows
+        ]
+
+
+_TABLE_MODELS: dict[str, Any] = {
+    "events": models.Event,
+    "process_samples": models.ProcessSample,
+    "gpu_samples": models.GpuSample,
+    "metric_samples": models.MetricSample,
+}

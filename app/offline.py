@@ -1,0 +1,159 @@
+"""What ``specwatch replay`` and ``specwatch eval`` share: driving the same reducer and detector the server
+runs over records on a virtual clock, and collecting the incidents it decides into a readable history."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from agents import wire
+from app.detect import Decision, DetectConfig, Detector
+from app.rankstate import Fleet, LaunchState, apply_event, apply_gpu, apply_metric, apply_process
+
+LAUNCH = "offline"
+_TAG = re.compile(r"(?<![A-Za-z])(DP|PP|ATTN_CP|MOE_DP|TP|EP)[_-]?(\d+)(?!\d)")
+# the series the detector reads from /metrics (the rest is for the dashboard)
+DETECTOR_METRICS = frozenset(
+    {
+        "sglang:generation_tokens_total",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:spec_accept_length",
+        "vllm:generation_tokens_total",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+    }
+)
+
+
+def rank_from_filename(path: str) -> str | None:
+    """``sglang-TP3.log`` -> ``TP3``, ``sglang-DP0-TP1.log`` -> ``DP0 TP1``: the rank of untagged lines
+    (tqdm bars on stderr) in a per-rank log file. None for a file that names no rank."""
+    tags = _TAG.findall(PurePath(path).name)
+    return " ".join(f"{kind}{n}" for kind, n in tags) or None
+
+
+def metric_samples(text: str, ts: float) -> list[wire.MetricSample]:
+    """The detector's series from one /metrics scrape (Prometheus text exposition)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = []
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if s.name in DETECTOR_METRICS:
+                    out.append(
+                        wire.MetricSample(ts=ts, name=s.name, value=float(s.value), labels=dict(s.labels))
+                    )
+    except ValueError:
+        return out  # a truncated scrape: keep what parsed
+    return out
+
+
+@dataclass(slots=True)
+class IncidentRecord:
+    key: str
+    kind: str
+    opened_at: float
+    culprit_at_open: str | None
+    culprit: str | None
+    ranks: list[str]
+    summary: str
+    evidence: list[dict[str, Any]]
+    confidence: str
+    confirmed_by: list[str] = field(default_factory=list)
+    upgraded_at: float | None = None
+    resolved_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "ranks": self.ranks,
+            "culprit": self.culprit,
+            "opened_at": self.opened_at,
+            "resolved_at": self.resolved_at,
+            "confidence": self.confidence,
+            "confirmed_by": self.confirmed_by,
+            "summary": self.summary,
+            "evidence": self.evidence,
+        }
+
+
+class OfflineRun:
+    """A fleet, a detector and the incident history, advanced record by record on the records' own clock."""
+
+    def __init__(self, cfg: DetectConfig | None = None, tick_s: float = 2.0) -> None:
+        self.fleet = Fleet()
+        self.detector = Detector(cfg or DetectConfig())
+        self.tick_s = tick_s
+        self.next_tick: float | None = None
+        self.incidents: list[IncidentRecord] = []
+        self._open: dict[str, IncidentRecord] = {}
+
+    @property
+    def launch(self) -> LaunchState:
+        return self.fleet.launch(LAUNCH)
+
+    def advance(self, now: float) -> None:
+        """Run every detector tick due up to ``now`` (long gaps are time passing, in ticks)."""
+        if self.next_tick is None:
+            self.next_tick = now
+        while self.next_tick <= now:
+            self._record(self.detector.step(self.fleet, self.next_tick))
+            self.next_tick += self.tick_s
+
+    def events(self, host: str, events: Iterable[wire.Event]) -> None:
+        for ev in events:
+            apply_event(self.fleet, LAUNCH, host, ev)
+
+    def gpus(self, host: str, samples: Iterable[wire.GpuSample]) -> None:
+        for g in samples:
+            apply_gpu(self.fleet, host, g)
+
+    def processes(self, host: str, samples: Iterable[wire.ProcessSample]) -> None:
+        for p in samples:
+            apply_process(self.fleet, LAUNCH, host, p)
+
+    def metrics(self, host: str, samples: Iterable[wire.MetricSample]) -> None:
+        for m in samples:
+            apply_metric(self.fleet, LAUNCH, host, m)
+
+    def _record(self, decisions: list[Decision]) -> None:
+        for d in decisions:
+            f = d.finding
+            if d.action == "open" and f is not None:
+                rec = IncidentRecord(
+                    d.key,
+                    f.kind,
+                    d.at,
+                    f.culprit,
+                    f.culprit,
+                    list(f.ranks),
+                    f.summary,
+                    list(f.evidence),
+                    f.confidence,
+                    list(f.confirmed_by),
+                )
+                self.incidents.append(rec)
+                self._open[d.key] = rec
+                continue
+            current = self._open.get(d.key)
+            if current is None:
+                continue
+            rec = current
+            if d.action in ("upgrade", "update") and f is not None:
+                rec.culprit, rec.ranks, rec.summary, rec.evidence = (
+                    f.culprit or rec.culprit,
+                    list(f.ranks),
+                    f.summary,
+                    list(f.evidence),
+                )
+                rec.confirmed_by = sorted({*rec.confirmed_by, *f.confirmed_by})
+                if d.action == "upgrade":
+                    rec.confidence, rec.upgraded_at = "confirmed", d.at
+            elif d.action == "resolve":
+                rec.resolved_at = d.at
+                del self._open[d.key]

@@ -1,0 +1,62 @@
+"""Per-launch, per-rank state folded from wire records: the pure reducer behind the server, replay and eval.
+
+``model`` holds the state (plain dataclasses) and its summaries; ``reduce`` folds records into it.
+"""
+
+from app.rankstate.model import (
+    CLEAN_EXIT_CODES,
+    LIVE_PHASES,
+    MILESTONES,
+    PHASES,
+    STARTUP_PHASES,
+    TERMINAL_PHASES,
+    AcceptReport,
+    Fleet,
+    HostState,
+    LaunchState,
+    PhaseSpan,
+    RankState,
+    Signal,
+    launch_from_json,
+    launch_status,
+    launch_to_json,
+    mark_stalled,
+    progress,
+    set_phase,
+)
+from app.rankstate.reduce import (
+    apply_event,
+    apply_gpu,
+    apply_metric,
+    apply_process,
+    note_gone,
+    rank_for_global,
+)
+
+__all__ = [
+    "CLEAN_EXIT_CODES",
+    "LIVE_PHASES",
+    "MILESTONES",
+    "PHASES",
+    "STARTUP_PHASES",
+    "TERMINAL_PHASES",
+    "AcceptReport",
+    "Fleet",
+    "HostState",
+    "LaunchState",
+    "PhaseSpan",
+    "RankState",
+    "Signal",
+    "apply_event",
+    "apply_gpu",
+    "apply_metric",
+    "apply_process",
+    "launch_from_json",
+    "launch_status",
+    "launch_to_json",
+    "mark_stalled",
+    "note_gone",
+    "progress",
+    "rank_for_global",
+    "set_phase",
+]

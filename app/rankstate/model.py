@@ -1,0 +1,333 @@
+"""Per-launch, per-rank state folded from wire records: the pure reducer behind the server, replay and eval.
+
+Records come in (wire.Event, wire.GpuSample, wire.ProcessSample, wire.MetricSample) with the host that sent
+them; every time is the record's own ``ts``. Nothing here reads a clock or a database. The detector
+(app/detect) reads the result; the server persists it (app/detector_job.py).
+
+Ranks are matched across sources: log lines carry the engine's label (``TP3``), processes carry it in their
+title, GPUs are tied to a rank through the pids NVML lists on them (or the process's ``gpu_uuids``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agents import wire
+
+# Order in which a healthy rank passes through its life. ``stalled`` is set by the detector, never by a log line.
+PHASES = (
+    "starting",
+    "dist_init",
+    "loading_weights",
+    "kv_alloc",
+    "cuda_graph_capture",
+    "warmup",
+    "ready",
+    "serving",
+    "stalled",
+    "crashed",
+    "exited",
+)
+STARTUP_PHASES = frozenset(
+    {"starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup"}
+)
+LIVE_PHASES = STARTUP_PHASES | {"ready", "serving"}
+TERMINAL_PHASES = frozenset({"crashed", "exited"})
+
+# Start-up lines every scheduler logs for itself, in order: how far a rank has got, comparable across ranks.
+MILESTONES = frozenset(
+    {
+        "dist_init_begin",
+        "dist_init_end",
+        "load_begin",
+        "load_end",
+        "kv_alloc",
+        "mem_pool_end",
+        "capture_begin",
+        "capture_end",
+    }
+)
+# Exit codes of a deliberate stop (SIGTERM/SIGINT, or 0): the end of a launch, not a crash.
+CLEAN_EXIT_CODES = frozenset({0, -15, -2, 143, 130})
+
+
+@dataclass(slots=True)
+class Signal:
+    """A confirmed failure line or hardware event seen on a rank (watchdog, traceback, XID, exit)."""
+
+    ts: float
+    kind: str
+    message: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PhaseSpan:
+    phase: str
+    started_at: float
+    ended_at: float | None = None
+
+
+@dataclass(slots=True)
+class AcceptReport:
+    ts: float
+    accept_len: float | None
+    accept_rate: float | None
+    batch: int | None  # running requests when it was reported: speculation may be off above a batch size
+
+
+@dataclass(slots=True)
+class RankState:
+    label: str
+    host: str
+    first_seen: float
+    phase: str = "starting"
+    phase_since: float = 0.0
+    phases: list[PhaseSpan] = field(default_factory=list)
+    last_progress_at: float = 0.0
+    last_progress_what: str = "first seen"
+    last_seen: float = 0.0
+    last_log: str | None = None
+    last_log_at: float | None = None
+    milestones: int = 0
+    last_milestone: str | None = None
+    pid: int | None = None
+    gpu_uuids: list[str] = field(default_factory=list)
+    # progress markers
+    shards_done: int | None = None
+    shards_total: int | None = None
+    capture_done: int | None = None
+    capture_total: int | None = None
+    loads_done: int = 0
+    captures_done: int = 0
+    # process
+    proc_state: str | None = None
+    proc_seen_at: float | None = None
+    exit_code: int | None = None
+    exited_at: float | None = None
+    cpu_pct: float | None = None
+    cpu_busy_at: float | None = None
+    io_read_bytes: int | None = None
+    io_mark: int | None = None  # reads since this mark grew past IO_RISE_BYTES: io_rise_at moves
+    io_rise_at: float | None = None
+    rss_bytes: int | None = None
+    threads: int | None = None
+    # GPU signature (the rank's first GPU)
+    gpu_ts: float | None = None
+    util_pct: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    mem_used_bytes: int | None = None
+    mem_mark: int | None = None
+    mem_rise_at: float | None = None
+    gpu_active_at: float | None = None  # last time the GPU did real work (busy at real power, not spinning)
+    # NCCL: PyTorch's periodic work counters and the SeqNum a timeout named
+    nccl_enqueued: int | None = None
+    nccl_completed: int | None = None
+    nccl_completed_at: float | None = None
+    nccl_seq: int | None = None
+    signals: list[Signal] = field(default_factory=list)
+    stalled_from: str | None = None  # the phase a stalled rank returns to when it moves again
+
+    # --- derived views --------------------------------------------------------------------------------
+    @property
+    def power_ratio(self) -> float | None:
+        if self.power_w is None or not self.power_limit_w:
+            return None
+        return self.power_w / self.power_limit_w
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything but the phase history (stored as rank_phases rows)."""
+        out = asdict(self)
+        del out["phases"]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RankState:
+        data = dict(data)
+        data["phases"] = [PhaseSpan(**p) for p in data.get("phases", [])]
+        data["signals"] = [Signal(**s) for s in data.get("signals", [])]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(slots=True)
+class HostState:
+    name: str
+    last_seen: float
+    interval_s: float = 1.0
+    # latest time a process listing arrived: a rank whose pid is missing from a newer listing has gone
+    procs_listed_at: float | None = None
+    # latest NVML/process sample: the agent's own clock, against which estimated log times are checked
+    sample_ts: float | None = None
+
+
+@dataclass(slots=True)
+class LaunchState:
+    key: str
+    deployment: str | None = None
+    started_at: float | None = None
+    ranks: dict[str, RankState] = field(default_factory=dict)
+    ready_at: float | None = None
+    speculative: bool = False
+    draft_model_type: str | None = None
+    # launch-level serving progress (the stats rank logs for the whole server)
+    last_decode_at: float | None = None
+    running_req: int | None = None
+    queue_req: int | None = None
+    load_seen_at: float | None = None  # last time running/queued numbers were reported
+    gen_tokens_total: float | None = None
+    gen_tokens_rise_at: float | None = None
+    accept: list[AcceptReport] = field(default_factory=list)
+    shard_progress_at: float | None = None  # untagged tqdm bar (shards or capture) of rank 0
+    good_batch_max: int | None = None  # largest batch at which speculation was seen working
+    signals: list[tuple[str | None, Signal]] = field(default_factory=list)  # untagged failure lines
+    stacks: list[tuple[str | None, Signal]] = field(default_factory=list)  # py-spy dumps received
+    weights_warnings: list[Signal] = field(default_factory=list)
+    # the agent's latest check of the draft checkpoint (agents.preflight), for the low_acceptance diagnosis
+    draft_preflight: Signal | None = None
+    dirty: set[str] = field(default_factory=set)  # ranks changed since the caller last persisted
+
+    def rank(self, label: str, host: str, ts: float) -> RankState:
+        r = self.ranks.get(label)
+        if r is None:
+            r = RankState(
+                label=label, host=host, first_seen=ts, phase_since=ts, last_progress_at=ts, last_seen=ts
+            )
+            r.phases.append(PhaseSpan("starting", ts))
+            self.ranks[label] = r
+            if self.started_at is None or ts < self.started_at:
+                self.started_at = ts
+        self.dirty.add(label)
+        return r
+
+
+# How many accept reports a launch keeps: enough for the low-acceptance window, bounded for memory.
+ACCEPT_HISTORY = 400
+SIGNAL_HISTORY = 50
+
+
+@dataclass(slots=True)
+class Fleet:
+    """Everything the detector knows: hosts and the launches they run."""
+
+    hosts: dict[str, HostState] = field(default_factory=dict)
+    launches: dict[str, LaunchState] = field(default_factory=dict)
+    # (host, pid) -> (launch key, rank label); (host, gpu uuid) -> same: how samples find their rank
+    by_pid: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
+    by_gpu: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    xids: list[tuple[str, wire.Event]] = field(default_factory=list)  # (host, event) not yet tied to a launch
+
+    def launch(self, key: str, deployment: str | None = None) -> LaunchState:
+        st = self.launches.get(key)
+        if st is None:
+            st = self.launches[key] = LaunchState(key=key, deployment=deployment)
+        return st
+
+    def host(self, name: str, ts: float, interval_s: float | None = None) -> HostState:
+        h = self.hosts.get(name)
+        if h is None:
+            h = self.hosts[name] = HostState(name=name, last_seen=ts)
+        if ts > h.last_seen:
+            h.last_seen = ts
+        if interval_s is not None:
+            h.interval_s = interval_s
+        return h
+
+    def index_rank(self, launch: str, r: RankState) -> None:
+        if r.pid is not None:
+            self.by_pid[(r.host, r.pid)] = (launch, r.label)
+        for u in r.gpu_uuids:
+            self.by_gpu[(r.host, u)] = (launch, r.label)
+
+
+# ------------------------------------------------------------------------------------------------------
+# Phase bookkeeping
+
+
+def set_phase(r: RankState, phase: str, ts: float) -> None:
+    if r.phase == phase:
+        return
+    if r.phases and r.phases[-1].ended_at is None:
+        r.phases[-1].ended_at = ts
+    r.phases.append(PhaseSpan(phase, ts))
+    r.phase = phase
+    r.phase_since = ts
+
+
+def progress(r: RankState, ts: float, what: str) -> None:
+    if ts >= r.last_progress_at:
+        r.last_progress_at = ts
+        r.last_progress_what = what
+    if r.phase == "stalled" and r.stalled_from:
+        set_phase(r, r.stalled_from, ts)
+        r.stalled_from = None
+
+
+def mark_stalled(r: RankState, ts: float) -> None:
+    """The detector found this rank stuck: show it on the timeline until it moves again."""
+    if r.phase in LIVE_PHASES:
+        r.stalled_from = r.phase
+        set_phase(r, "stalled", ts)
+
+
+def _remember(lst: list[Any], item: Any, limit: int) -> None:
+    lst.append(item)
+    if len(lst) > limit:
+        del lst[: len(lst) - limit]
+
+
+def launch_status(st: LaunchState) -> str:
+    """One word for the overview: the most urgent state any rank is in."""
+    phases = {r.phase for r in st.ranks.values()}
+    if not phases:
+        return "starting"
+    if "crashed" in phases:
+        return "crashed"
+    if "stalled" in phases:
+        return "stalled"
+    if phases == {"exited"}:
+        return "exited"
+    for phase, word in (
+        ("starting", "starting"),
+        ("dist_init", "starting"),
+        ("loading_weights", "loading"),
+        ("kv_alloc", "loading"),
+        ("cuda_graph_capture", "capturing"),
+        ("warmup", "capturing"),
+    ):
+        if phase in phases:
+            return word
+    return "serving" if "serving" in phases else "ready"
+
+
+_LAUNCH_FIELDS = (
+    "ready_at",
+    "speculative",
+    "draft_model_type",
+    "last_decode_at",
+    "running_req",
+    "queue_req",
+    "load_seen_at",
+    "gen_tokens_total",
+    "gen_tokens_rise_at",
+    "shard_progress_at",
+    "good_batch_max",
+)
+
+
+def launch_to_json(st: LaunchState) -> dict[str, Any]:
+    """What the server keeps of a launch's own state (ranks are stored separately), plus an acceptance summary."""
+    out: dict[str, Any] = {k: getattr(st, k) for k in _LAUNCH_FIELDS}
+    out["accept"] = [[a.ts, a.accept_len, a.accept_rate, a.batch] for a in st.accept[-100:]]
+    recent = [a.accept_len for a in st.accept[-20:] if a.accept_len is not None]
+    out["accept_len_recent"] = round(sum(recent) / len(recent), 3) if recent else None
+    return out
+
+
+def launch_from_json(st: LaunchState, data: dict[str, Any]) -> None:
+    for k in _LAUNCH_FIELDS:
+        if k in data:
+            setattr(st, k, data[k])
+    st.accept = [AcceptReport(*a) for a in data.get("accept", [])]

@@ -1,0 +1,174 @@
+"""``specwatch replay FILE...``: engine logs through the parser and the detector, with the logs' own
+timestamps as the clock (a gap in the log is time passing). Answers, after the fact and without a server:
+what went wrong, on which rank, when; where each rank got to; how well the draft was accepted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agents import wire
+from app.cli import CommandError
+from app.detect import DetectConfig
+from app.offline import OfflineRun, rank_from_filename
+from app.rankstate import LaunchState
+
+# a gap longer than this is skipped in one step rather than ticked through (a log left for a day)
+MAX_TICKED_GAP_S = 3600.0
+
+
+def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]]:
+    """(host, event) of every file, in time order. Each file gets its own parser; its rank tags come from the
+    lines, or from the file name for untagged lines (``sglang-TP3.log``)."""
+    from agents.logparse import LogParser
+
+    out: list[tuple[str, wire.Event]] = []
+    for path in paths:
+        parser = LogParser(tz=tz, default_rank=rank_from_filename(str(path)), source=f"log:{path}")
+        host = path.stem
+        with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+            for line in fh:
+                out += [(host, e) for e in parser.feed(line)]
+        out += [(host, e) for e in parser.flush()]
+    out.sort(key=lambda he: he[1].ts)
+    return out
+
+
+def replay(
+    paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2.0
+) -> tuple[OfflineRun, list[tuple[str, wire.Event]]]:
+    # logs carry no agent heartbeat: silence in them is never an agent going away
+    cfg = (cfg or DetectConfig()).model_copy(update={"agent_silent_enabled": False})
+    run = OfflineRun(cfg, tick_s=tick_s)
+    events = parse_files(paths)
+    for host, ev in events:
+        if run.next_tick is not None and ev.ts - run.next_tick > MAX_TICKED_GAP_S:
+            run.advance(run.next_tick + MAX_TICKED_GAP_S)
+            run.next_tick = ev.ts
+        run.advance(ev.ts)
+        run.events(host, [ev])
+    if events:
+        # judge the state the last lines left (a confirmed signal opens at once, a suspicion after open_after_s)
+        run.advance(events[-1][1].ts + cfg.open_after_s + 2 * tick_s)
+    return run, events
+
+
+def acceptance(st: LaunchState) -> dict[str, Any]:
+    lens = [a.accept_len for a in st.accept if a.accept_len is not None]
+    rates = [a.accept_rate for a in st.accept if a.accept_rate is not None]
+    return {
+        "speculative": st.speculative,
+        "draft_model_type": st.draft_model_type,
+        "reports": len(st.accept),
+        "accept_len_mean": round(statistics.fmean(lens), 3) if lens else None,
+        "accept_len_min": min(lens) if lens else None,
+        "accept_len_max": max(lens) if lens else None,
+        "accept_rate_mean": round(statistics.fmean(rates), 3) if rates else None,
+        "weights_warnings": [w.message for w in st.weights_warnings],
+    }
+
+
+def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, Any]:
+    st = run.launch
+    ranks = {}
+    for label in sorted(st.ranks, key=_rank_order):
+        r = st.ranks[label]
+        ranks[label] = {
+            "phase": r.phase,
+            "phases": [
+                {"phase": p.phase, "started_at": p.started_at, "ended_at": p.ended_at} for p in r.phases
+            ],
+            "last_progress_at": r.last_progress_at,
+            "last_progress": r.last_progress_what,
+            "last_log": r.last_log,
+        }
+    return {
+        "files_span": {"first": events[0][1].ts, "last": events[-1][1].ts} if events else None,
+        "events": len(events),
+        "incidents": [i.to_json() for i in run.incidents],
+        "ranks": ranks,
+        "ready_at": st.ready_at,
+        "acceptance": acceptance(st),
+    }
+
+
+def _rank_order(label: str) -> tuple[int, ...]:
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in label.split())
+
+
+def _t(ts: float | None) -> str:
+    return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def print_human(rep: dict[str, Any]) -> None:
+    span = rep["files_span"]
+    print(
+        f"{rep['events']} events from {_t(span['first'])} to {_t(span['last'])} UTC" if span else "no events"
+    )
+    incs = rep["incidents"]
+    print(
+        f"\nINCIDENTS ({len(incs)})" if incs else "\nINCIDENTS: none — nothing stalled, crashed or misbehaved"
+    )
+    for inc in incs:
+        end = f"resolved {_t(inc['resolved_at'])}" if inc["resolved_at"] else "still open at end of log"
+        culprit = f" culprit {inc['culprit']}" if inc["culprit"] else ""
+        print(
+            f"\n  {inc['kind'].upper()}{culprit} [{inc['confidence']}]  opened {_t(inc['opened_at'])}, {end}"
+        )
+        print(f"  {inc['summary']}")
+        for e in inc["evidence"][:10]:
+            rank = f" {e['rank']}" if e["rank"] else ""
+            print(f"    {_t(e['ts'])}{rank:>8}  {e['what']}: {str(e['value'])[:150]}")
+    print("\nRANKS")
+    for label, r in rep["ranks"].items():
+        path = " → ".join(p["phase"] for p in r["phases"])
+        print(
+            f"  {label:<10} {r['phase']:<20} last progress {_t(r['last_progress_at'])} ({str(r['last_progress'])[:60]})"
+        )
+        print(f"  {'':<10} {path}")
+    a = rep["acceptance"]
+    print("\nACCEPTANCE")
+    if not a["reports"]:
+        print("  no decode reports" + (" (speculative decoding configured)" if a["speculative"] else ""))
+    else:
+        rate = f", accept rate mean {a['accept_rate_mean']}" if a["accept_rate_mean"] is not None else ""
+        print(
+            f"  {a['reports']} decode reports: accept length mean {a['accept_len_mean']} (min {a['accept_len_min']}, max {a['accept_len_max']}){rate}"
+        )
+    for w in a["weights_warnings"][:3]:
+        print(f"  draft weights warning: {w[:200]}")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    paths = [Path(p) for p in args.files]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise CommandError(f"cannot read {', '.join(missing)}: no such file")
+    from app.settings import Settings
+
+    run, events = replay(paths, cfg=Settings().detect)
+    if not events:
+        raise CommandError("no engine log lines with timestamps in " + ", ".join(args.files), exit_code=1)
+    rep = report(run, events)
+    if args.json:
+        print(json.dumps(rep, indent=2, default=str))
+    else:
+        print_human(rep)
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="run engine logs through the parser and detector, with the logs' timestamps as the clock",
+        description="Replays SGLang / vLLM / PyTorch NCCL logs (one file per host or rank) through the same "
+        "detection the server runs. Prints incidents (kind, culprit, evidence), each rank's phase history and "
+        "last progress, and an acceptance summary.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="engine log file(s)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of the report")
+    p.set_defaults(func=cmd_replay)

@@ -1,0 +1,41 @@
+"""py-spy dumps the detector asks for: written with the incident that wants them, handed to the host's agent
+in the ack of its next batch (``IngestAck.stack_requests``), answered with ``stacks`` events."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.models import StackRequest
+
+# Asking again for the same pid sooner than this adds nothing: a hung process's stack does not change.
+REPEAT_AFTER_S = 300.0
+
+
+def request(session: Session, host_id: int, pid: int, now: float, incident_id: int | None) -> bool:
+    """Queue one dump unless the same pid was asked for recently. True when queued."""
+    recent = session.execute(
+        select(StackRequest.id).where(
+            StackRequest.host_id == host_id,
+            StackRequest.pid == pid,
+            StackRequest.requested_at > now - REPEAT_AFTER_S,
+        )
+    ).first()
+    if recent is not None:
+        return False
+    session.add(StackRequest(host_id=host_id, pid=pid, requested_at=now, incident_id=incident_id))
+    return True
+
+
+def claim(session: Session, host_id: int, now: float) -> list[int]:
+    """Pending pids for this host, marked sent in the caller's transaction (so an ack that fails to commit
+    leaves them pending)."""
+    rows = session.execute(
+        select(StackRequest.id, StackRequest.pid).where(
+            StackRequest.host_id == host_id, StackRequest.sent_at.is_(None)
+        )
+    ).all()
+    if not rows:
+        return []
+    session.execute(update(StackRequest).where(StackRequest.id.in_([r.id for r in rows])).values(sent_at=now))
+    return sorted({r.pid for r in rows})

@@ -1,0 +1,172 @@
+"""The process collector against REAL processes carrying SGLang's titles (set with setproctitle, as SGLang does)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agents.collectors.procs import PsutilProcesses, classify, rank_label
+
+SLEEPER = "import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); time.sleep(120)"
+LATE = (
+    "import setproctitle, sys, time; time.sleep(1.0); setproctitle.setproctitle(sys.argv[1]); time.sleep(120)"
+)
+BURNER = "import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1])\nwhile True: pass"
+
+
+@pytest.fixture
+def spawn() -> Iterator[Any]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(code: str, *args: str) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen([sys.executable, "-c", code, *args])
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def wait_for(
+    collector: PsutilProcesses,
+    pred: Any,
+    gpu_pids: dict[int, list[str]] | None = None,
+    first: dict[int, Any] | None = None,
+) -> list[Any]:
+    """Sample until ``pred(samples)``; ``first`` collects each pid's first report on the way."""
+    deadline = time.time() + 30
+    seen: list[Any] = []
+    while time.time() < deadline:
+        samples = collector.sample(time.time(), gpu_pids or {})
+        if first is not None:
+            for p in samples:
+                first.setdefault(p.pid, p)
+        seen.append(samples)
+        if pred(samples):
+            return samples
+        time.sleep(0.2)
+    raise AssertionError(f"condition not met; last samples: {seen[-1] if seen else None}")
+
+
+def test_titles_and_launch_commands_are_recognised() -> None:
+    assert rank_label("DP0_TP1") == "DP0 TP1" and rank_label("TP0_EP0") == "TP0 EP0"
+    assert rank_label("PP1_TP0") == "PP1 TP0" and rank_label("ATTN_CP1_MOE_DP0_TP3") == "ATTN_CP1 MOE_DP0 TP3"
+    s = classify(["sglang::scheduler_DP0_TP1"])
+    assert s is not None and (s.role, s.engine, s.rank) == ("scheduler", "sglang", "DP0 TP1")
+    s = classify(["sglang::scheduler_TP3          "])  # setproctitle pads with spaces on some systems
+    assert s is not None and s.rank == "TP3" and s.name == "sglang::scheduler_TP3"
+    s = classify(["sglang::scheduler"])  # TP=1: no tag, as in the log prefix
+    assert s is not None and (s.role, s.rank) == ("scheduler", None)
+    d = classify(["sglang::detokenizer"])
+    assert d is not None and (d.role, d.rank) == ("detokenizer", None)
+    m = classify(["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "x", "--tp", "8"])
+    assert m is not None and (m.role, m.engine) == ("main", "sglang")
+    v = classify(["VLLM::Worker_PP0_TP1"])
+    assert v is not None and (v.role, v.engine, v.rank) == ("worker", "vllm", "PP0 TP1")
+    v = classify(["/venv/bin/vllm", "serve", "meta-llama/Llama-3.1-8B"])
+    assert v is not None and (v.role, v.engine) == ("main", "vllm")
+    assert classify(["python3", "train.py"]) is None and classify([]) is None
+    assert classify(["bash", "-c", "grep sglang::scheduler_TP0 log"]) is None
+
+
+def test_real_engine_processes_are_found_and_read(spawn: Any) -> None:
+    collector = PsutilProcesses()
+    tp0 = spawn(SLEEPER, "sglang::scheduler_TP0")
+    tp1 = spawn(SLEEPER, "sglang::scheduler_DP0_TP1")
+    detok = spawn(SLEEPER, "sglang::detokenizer")
+    main = spawn("import time; time.sleep(120)", "-m", "sglang.launch_server", "--tp", "2")
+    other = spawn(SLEEPER, "some-other-daemon")
+    pids = {tp0.pid, tp1.pid, detok.pid, main.pid}
+    gpu_pids = {tp0.pid: ["GPU-a"], tp1.pid: ["GPU-b"]}
+
+    first: dict[int, Any] = {}
+    samples = wait_for(collector, lambda s: {p.pid for p in s} >= pids, gpu_pids, first)
+    # (other engine processes may run on this machine: only ours are looked at)
+    assert other.pid not in {p.pid for p in samples}, "only engine processes are reported"
+    by_pid = {p.pid: p for p in samples}
+    assert (by_pid[tp0.pid].rank, by_pid[tp0.pid].role) == ("TP0", "scheduler")
+    assert by_pid[tp1.pid].rank == "DP0 TP1" and by_pid[tp1.pid].name == "sglang::scheduler_DP0_TP1"
+    assert by_pid[detok.pid].role == "detokenizer" and by_pid[main.pid].role == "main"
+    assert by_pid[tp0.pid].gpu_uuids == ["GPU-a"] and by_pid[detok.pid].gpu_uuids == []
+    s = by_pid[tp0.pid]
+    assert s.engine == "sglang" and s.state in ("S", "R")
+    assert s.threads and s.threads >= 1 and s.rss_bytes and s.rss_bytes > 1_000_000
+    assert s.cpu_time_s is not None and s.create_time > time.time() - 120
+    assert first[tp0.pid].cmdline and "sglang::scheduler_TP0" in first[tp0.pid].cmdline, "in the first report"
+    again = {p.pid: p for p in collector.sample(time.time(), gpu_pids)}
+    assert again[tp0.pid].cmdline is None, "and is not repeated every second"
+
+    tp1.kill()
+    tp1.wait()
+    after = collector.sample(time.time(), gpu_pids)
+    gone = [p for p in after if p.pid == tp1.pid]
+    assert len(gone) == 1 and gone[0].state == "exited" and gone[0].rank == "DP0 TP1"
+    assert gone[0].gpu_uuids == ["GPU-b"]
+    assert tp1.pid not in {p.pid for p in collector.sample(time.time(), gpu_pids)}, "exit is reported once"
+
+
+def test_a_child_that_renames_itself_later_is_picked_up(spawn: Any) -> None:
+    collector = PsutilProcesses()
+    collector.sample(time.time(), {})  # the agent was already running when the engine started
+    late = spawn(LATE, "sglang::scheduler_TP7")
+    samples = wait_for(collector, lambda s: any(p.pid == late.pid for p in s))
+    assert next(p for p in samples if p.pid == late.pid).rank == "TP7"
+
+
+def test_cpu_percent_comes_from_cpu_time_deltas(spawn: Any) -> None:
+    collector = PsutilProcesses()
+    busy = spawn(BURNER, "sglang::scheduler_TP2")
+    idle = spawn(SLEEPER, "sglang::scheduler_TP3")
+
+    def measured(samples: list[Any]) -> bool:
+        by = {p.pid: p for p in samples}
+        return busy.pid in by and idle.pid in by and by[busy.pid].cpu_pct is not None
+
+    before = {p.pid: p for p in wait_for(collector, measured)}
+    time.sleep(1.0)
+    by = {p.pid: p for p in collector.sample(time.time(), {})}
+    b0, b1, i1 = before[busy.pid], by[busy.pid], by[idle.pid]
+    assert b0.cpu_time_s is not None and b1.cpu_time_s is not None and b1.cpu_pct is not None
+    # the share of a core over the interval, exactly as the CPU-time counter moved
+    assert b1.cpu_pct == pytest.approx((b1.cpu_time_s - b0.cpu_time_s) / (b1.ts - b0.ts) * 100, rel=1e-6)
+    # a spinner gets a clear share even on a loaded machine; a sleeper next to nothing
+    assert b1.cpu_pct > 5 and i1.cpu_pct is not None and i1.cpu_pct < 5 and b1.cpu_pct > 3 * i1.cpu_pct
+
+
+def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: Any) -> None:
+    from agents.main import Agent, AgentConfig, Sources
+    from agents.preflight.watch import DraftPreflight
+    from agents.shipper import Shipper
+    from agents.spool import Spool
+
+    draft = tmp_path / "eagle3-draft"
+    draft.mkdir()  # no config.json, no weights: a draft the engine would fail on
+    spawn(
+        "import time; time.sleep(120)",
+        "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5",
+        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
+    )  # fmt: skip
+    spool = Spool(tmp_path / "spool")
+    src = Sources(processes=PsutilProcesses(), preflight=DraftPreflight())
+    agent = Agent(
+        AgentConfig(host="h", deployment="d"), spool, Shipper(spool, "http://127.0.0.1:9", "t"), src
+    )
+    deadline = time.time() + 60
+    found: list[Any] = []
+    while time.time() < deadline and not found:
+        agent.tick(time.time())
+        found = [e for e in agent._events if e.kind == "draft_preflight"]
+        time.sleep(0.3)
+    assert len(found) == 1, "one check per launch"
+    assert found[0].fields["path"] == str(draft) and found[0].fields["errors"]
+    agent.tick(time.time())
+    assert len([e for e in agent._events if e.kind == "draft_preflight"]) == 1
+    src.preflight.close()
+    spool.close()
