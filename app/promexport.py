@@ -137,8 +137,9 @@ def rank_metrics(s: Session, now: float) -> Iterator[Metric]:
     for dep, launch_id, label, host, ph, ph_since, progress_at in rows:
         lv = [dep, str(launch_id), label]
         phase.add_metric([*lv, host or "", ph], 1.0)
-        since.add_metric(lv, max(0.0, now - progress_at))
-        last.add_metric(lv, progress_at)
+        if progress_at and progress_at > 0:  # 0: no progress recorded yet, not "stuck since 1970"
+            since.add_metric(lv, max(0.0, now - progress_at))
+            last.add_metric(lv, progress_at)
         in_phase.add_metric(lv, max(0.0, now - ph_since))
     yield from (phase, since, last, in_phase)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app import incidents, models
-from app.alerts import outbox, silences
+from app.alerts import outbox, receivers, silences
 from app.alerts.sender import Sender, SenderConfig
 from app.db import transaction
 from tests.alert_support import Receiver, Store, wait_for
@@ -150,7 +150,7 @@ def test_errors_retry_back_off_then_fail_visibly(store: Store, tmp_path: Path) -
     try:
         receiver.set(mode="fail", status=503)
         store.add_receiver(receiver.url, name="flaky")
-        store.add_receiver(receiver.url + "/wrong", name="typo")
+        store.add_receiver(receiver.url + "/gone/hook", name="typo")
         launch = store.launch()
         t0 = time.time()
         store.open(launch, now=t0 - 31)
@@ -167,7 +167,11 @@ def test_errors_retry_back_off_then_fail_visibly(store: Store, tmp_path: Path) -
         flaky, typo = store.deliveries()
         assert "HTTP 503" in (flaky.last_error or "") and "gave up" in (flaky.last_error or "")
         assert flaky.attempts >= 2
-        assert typo.attempts >= 1
+        assert typo.attempts == 1 and (typo.last_error or "").startswith("HTTP 404"), "a 404 is not retried"
+        with store.sessions() as session:
+            health = receivers.health(session)
+        assert "HTTP 503" in health[flaky.receiver_id]["last_error"]
+        assert health[typo.receiver_id].get("last_delivered_at") is None
     finally:
         receiver.stop()
 

@@ -5,7 +5,8 @@
 Each POST is appended to the log (one JSON line: path, headers, body, time) and fsynced BEFORE the answer,
 so a request counts as received even when the sender dies waiting for the answer. ``POST /_control`` with
 ``{"mode": "ok"|"fail"|"hang"|"close", "status": 503, "hang_s": 60}`` changes the behaviour ("close" drops the
-connection without an answer; "hang" answers 200 after ``hang_s``, so a small one is a slow receiver); "going down" is the
+connection without an answer; "hang" answers 200 after ``hang_s``, so a small one is a slow receiver); paths
+under /gone always answer 404 (a mistyped URL); "going down" is the
 test killing this process (and starting it again on the same port and log).
 """
 
@@ -56,6 +57,9 @@ class Handler(BaseHTTPRequestHandler):
                 f.write(json.dumps(record) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
+        if self.path.startswith("/gone"):  # a wrong URL: retrying cannot help
+            self._answer(404, b'{"error": "no such hook"}')
+            return
         if mode == "close":
             self.close_connection = True
             return

@@ -44,10 +44,10 @@ class SilenceIn(BaseModel):
 
 @router.get("/receivers")
 def list_receivers(sessions: SessionsDep) -> list[dict[str, Any]]:
-    """Configured receivers with their delivery counts by status."""
+    """Configured receivers with their delivery counts by status, last delivery and latest error."""
     with sessions() as s:
-        counts = receivers.delivery_counts(s)
-        return [receivers.as_dict(r, counts.get(r.id)) for r in receivers.listed(s)]
+        counts, health = receivers.delivery_counts(s), receivers.health(s)
+        return [receivers.as_dict(r, counts.get(r.id), health.get(r.id)) for r in receivers.listed(s)]
 
 
 @router.post("/receivers", status_code=201, responses={409: {}, 422: {}})
@@ -186,14 +186,16 @@ def list_deliveries(
     D, R = AlertDelivery, AlertReceiver
     n_attempts = select(func.count()).where(AlertAttempt.delivery_id == D.id).correlate(D).scalar_subquery()
     with sessions() as s:
-        stmt = select(D, R.name, n_attempts).join(R, R.id == D.receiver_id).order_by(D.id.desc()).limit(limit)
+        # incident ids live in the payload (a grouped message has several): scan further, then filter
+        scan = limit if incident_id is None else max(limit, 5000)
+        stmt = select(D, R.name, n_attempts).join(R, R.id == D.receiver_id).order_by(D.id.desc()).limit(scan)
         if status:
             stmt = stmt.where(D.status == status)
         if receiver_id is not None:
             stmt = stmt.where(D.receiver_id == receiver_id)
         rows = [delivery_dict(d, name, n) for d, name, n in s.execute(stmt)]
     if incident_id is not None:
-        rows = [r for r in rows if incident_id in r["incident_ids"]]
+        rows = [r for r in rows if incident_id in r["incident_ids"]][:limit]
     return rows
 
 

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.formats import FORMATS, KIND_TITLES, Message, render
 from app.alerts.sender import Claimed, Outcome, post
-from app.models import AlertDelivery, AlertReceiver
+from app.models import AlertAttempt, AlertDelivery, AlertReceiver
 
 
 class ReceiverError(ValueError):
@@ -125,9 +125,15 @@ def remove(session: Session, row: AlertReceiver, now: float) -> None:
     )
 
 
-def as_dict(row: AlertReceiver, counts: dict[str, int] | None = None) -> dict[str, Any]:
+def as_dict(
+    row: AlertReceiver, counts: dict[str, int] | None = None, status: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Never includes the secret: only whether one is set."""
+    status = status or {}
     return {
+        "last_delivered_at": status.get("last_delivered_at"),
+        "last_attempt_at": status.get("last_attempt_at"),
+        "last_error": status.get("last_error"),
         "id": row.id,
         "name": row.name,
         "url": row.url,
@@ -148,6 +154,30 @@ def delivery_counts(session: Session) -> dict[int, dict[str, int]]:
         )
     ):
         out.setdefault(rid, {})[status] = n
+    return out
+
+
+def health(session: Session) -> dict[int, dict[str, Any]]:
+    """Per receiver: when it last accepted a message, and the latest attempt's error if that attempt failed:
+    what a person checks first when a channel went quiet."""
+    D, A = AlertDelivery, AlertAttempt
+    out: dict[int, dict[str, Any]] = {}
+    for rid, last in session.execute(
+        select(D.receiver_id, func.max(D.delivered_at))
+        .where(D.delivered_at.is_not(None))
+        .group_by(D.receiver_id)
+    ):
+        out.setdefault(rid, {})["last_delivered_at"] = last
+    latest = (
+        select(D.receiver_id, func.max(A.id).label("attempt_id"))
+        .join(D, D.id == A.delivery_id)
+        .group_by(D.receiver_id)
+        .subquery()
+    )
+    for rid, at, error in session.execute(
+        select(latest.c.receiver_id, A.at, A.error).join(A, A.id == latest.c.attempt_id)
+    ):
+        out.setdefault(rid, {}).update(last_attempt_at=at, last_error=error)
     return out
 
 

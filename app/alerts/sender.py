@@ -126,12 +126,7 @@ class Sender:
         self.client = httpx.Client(timeout=config.timeout_s, follow_redirects=False)
         # daemon workers: a receiver that hangs must never hold the server's exit (its claim just expires)
         self.queue: queue.Queue[Claimed | None] = queue.Queue()
-        self.threads = [
-            threading.Thread(target=self._work, name=f"webhook-{i}", daemon=True)
-            for i in range(config.workers)
-        ]
-        for t in self.threads:
-            t.start()
+        self.threads: list[threading.Thread] = []  # started on the first tick: an app without jobs has none
         self.rng = random.Random()
         self._lock = threading.Lock()
         self._inflight = 0
@@ -143,6 +138,13 @@ class Sender:
         """The background job: claim what is due and hand it to the worker pool. Returns how many."""
         with self._lock:
             free = self.config.workers - self._inflight
+            if not self.threads:
+                self.threads = [
+                    threading.Thread(target=self._work, name=f"webhook-{i}", daemon=True)
+                    for i in range(self.config.workers)
+                ]
+                for t in self.threads:
+                    t.start()
         if free <= 0:
             return 0
         claimed = self.claim(now, limit=free)
