@@ -182,10 +182,19 @@ def _current(url: str) -> str | None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from app.demo import run_demo
+    from pathlib import Path
 
+    from app.demo import DemoError, run_demo
+    from app.settings import default_data_dir
+
+    args.data_dir = str(Path(args.data_dir) if args.data_dir else default_data_dir() / "demo")
     settings = _settings(args, port=args.port, host=args.host)
-    return run_demo(settings, duration_s=args.duration, open_browser=False)
+    if args.duration is not None and args.duration <= 0:
+        raise CommandError(f"--duration must be positive, not {args.duration}")
+    try:
+        return run_demo(settings, duration_s=args.duration)
+    except DemoError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def register(sub: Any) -> None:
@@ -230,9 +239,15 @@ def register(sub: Any) -> None:
         _db_arg(q)
     p.set_defaults(func=cmd_db)
 
-    p = sub.add_parser("demo", help="run the server on SQLite with simulated GPU hosts feeding it")
-    _db_arg(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    p = sub.add_parser(
+        "demo",
+        help="a live demo: the server on SQLite, fed by simulated agents on six GPU hosts (Ctrl-C stops it)",
+    )
+    p.add_argument(
+        "--data-dir", help="where the demo keeps its database, agent spools and logs (default: DATA_DIR/demo)"
+    )
+    p.add_argument("--database-url", help=argparse.SUPPRESS)  # the demo always uses its own SQLite file
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (for tests)")
     p.set_defaults(func=cmd_demo)
