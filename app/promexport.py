@@ -32,20 +32,10 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from app import __version__, models
+from app.detect.findings import INCIDENT_KINDS
 
 GPU_STALE_S = 600.0  # a GPU not sampled for this long is no longer exported (its host is gone or idle)
 ACCEPT_WINDOW_S = 900.0  # acceptance older than this is not "current"
-INCIDENT_KINDS = (
-    "suspected_deadlock",
-    "nccl_timeout",
-    "watchdog_timeout",
-    "rank_crashed",
-    "rank_divergence",
-    "stalled_serving",
-    "low_acceptance",
-    "gpu_xid",
-    "agent_silent",
-)
 DELIVERY_OUTCOMES = ("delivered", "failed", "suppressed")
 
 

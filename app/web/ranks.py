@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import models
+from app.rankstate.model import PHASES
 
 TAG_ORDER = ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP")
 _TAG = re.compile(r"([A-Z_]+?)(\d+)")
@@ -228,19 +229,7 @@ def _phases_from_milestones(session: Session, launch_id: int, views: list[RankVi
             v.phase, v.phase_since = seen[-1][1], seen[-1][0]
 
 
-_PHASES = (
-    "starting",
-    "dist_init",
-    "loading_weights",
-    "kv_alloc",
-    "cuda_graph_capture",
-    "warmup",
-    "ready",
-    "serving",
-    "stalled",
-    "crashed",
-    "exited",
-)
+_PHASES = PHASES  # the rank-state vocabulary, in life order
 
 
 def _order(phase: str) -> int:
