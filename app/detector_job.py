@@ -35,6 +35,9 @@ log = logging.getLogger("specwatch.detector")
 # A rank whose only change is its GPU reading is written at most this often (8,192 ranks x 1 Hz otherwise).
 SIGNATURE_PERSIST_S = 10.0
 EVIDENCE_REFRESH_S = 10.0
+# On its first start the detector reads this much recent history: a launch that began before the server (or
+# whose first batches beat the first tick) is seen from its start, yet months of old rows are not replayed.
+FIRST_START_LOOKBACK_S = 900.0
 
 
 @dataclass
@@ -114,7 +117,7 @@ class DetectorService:
         if "cursors" in saved:
             self.feed.restore(saved["cursors"])
         else:
-            self.feed.start_at_end(s)
+            self.feed.start_recent(s, now - FIRST_START_LOOKBACK_S)
         L, R, P = models.Launch, models.Rank, models.RankPhase
         hosts = dict(s.execute(select(models.Host.id, models.Host.name)).all())
         open_launches = s.execute(select(L).where(L.ended_at.is_(None))).scalars().all()

@@ -11,11 +11,11 @@ from app.db import make_engine, session_factory
 from app.detector_feed import Feed
 
 
-def _event(s, host_id: int, msg: str) -> None:  # type: ignore[no-untyped-def]
+def _event(s, host_id: int, msg: str, ts: float = 1_780_000_000.0) -> None:  # type: ignore[no-untyped-def]
     s.execute(
         insert(models.Event).values(
             host_id=host_id,
-            ts=1_780_000_000.0,
+            ts=ts,
             kind="load_begin",
             severity="info",
             message=msg,
@@ -74,5 +74,32 @@ def test_the_cursor_survives_a_restart(db_url: str) -> None:
         again.restore(feed.positions())
         with sessions() as s:
             assert [r.item.message for r in again.read(s)] == ["after"]
+    finally:
+        engine.dispose()
+
+
+def test_a_first_start_reads_the_recent_launch_but_not_old_history(db_url: str) -> None:
+    """Batches that beat the detector's first tick (or a launch begun before the server) are read; last
+    week's rows on an existing database are not replayed."""
+    engine = make_engine(db_url)
+    sessions = session_factory(engine)
+    now = 1_780_000_000.0
+    try:
+        with sessions() as s, s.begin():
+            s.add(models.Host(name="gpu-a", first_seen=0.0, last_seen=0.0))
+            s.flush()
+            host_id = s.execute(select(models.Host.id)).scalar_one()
+            for day in range(7, 0, -1):
+                _event(s, host_id, f"{day} days ago", ts=now - day * 86_400)
+            _event(s, host_id, "launch began", ts=now - 120)
+            _event(s, host_id, "first batch", ts=now - 1)
+        feed = Feed()
+        with sessions() as s:
+            feed.start_recent(s, now - 900)
+            assert [r.item.message for r in feed.read(s)] == ["launch began", "first batch"]
+        empty = Feed()
+        with sessions() as s:
+            empty.start_recent(s, now + 900)  # nothing that recent: start after the last row
+            assert [r.item.message for r in empty.read(s)] == []
     finally:
         engine.dispose()

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support import ServerProcess, count_rows, make_batch
 
@@ -72,12 +71,6 @@ def until(what: str, check: Callable[[], Any], agent: Agent, timeout: float = 60
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.xfail(
-    reason="regression found by the last CI run of the session: the server's detector no longer folds log "
-    "milestones posted in event-only batches (milestones stay 0, phase 'starting'); the culprit is still named "
-    "from the GPU signature. Open: see the closing note.",
-    strict=False,
-)
 def test_deadlock_over_http_names_the_culprit_and_survives_a_restart(db_url: str, make_token) -> None:  # type: ignore[no-untyped-def]
     token = make_token(HOST)
     server = ServerProcess(db_url, env=FAST).start()
