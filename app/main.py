@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 
-from app import __version__, access, alerts, leader, promexport, retention, rollups, web
+from app import __version__, access, alerts, leader, partitions, promexport, retention, rollups, web
 from app.acceptance_api import router as acceptance_router
 from app.access import AccessControl
 from app.api import ingest_router, read_router
@@ -90,8 +90,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.closers = []  # called at shutdown, after the jobs stopped (e.g. wait for webhooks in flight)
 
     def prune_job(now: float) -> None:
+        # PostgreSQL: the days ahead exist before their rows arrive, and stragglers leave the default partition
+        partitions.maintain(app.state.sessions, now, settings.retention_raw_s, settings.partition_ahead_days)
         with transaction(app.state.sessions) as s:
             retention.prune(s, now, settings.retention_raw_s)
+        # apart: a partition drop locks its table until commit, and ingest queues behind that lock
+        with transaction(app.state.sessions) as s:
             rollups.prune_rollups(s, now, settings.retention_rollup_s)
 
     def rollup_job(now: float) -> None:

@@ -59,6 +59,12 @@ class Settings(BaseSettings):
         90 * 86400.0, description="How long one-minute GPU rollups (what long-range charts read) are kept."
     )
     prune_interval_s: float = Field(600.0, description="How often the pruning job runs.")
+    partition_ahead_days: int = Field(
+        3,
+        ge=1,
+        description="PostgreSQL: daily partitions of the sample and event tables are created this many days "
+        "ahead (by the pruning job); rows of a day without one wait in a default partition.",
+    )
     detect_interval_s: float = Field(2.0, description="Period of the detector tick.")
     detect: DetectConfig = Field(
         default_factory=DetectConfig,

@@ -4,6 +4,7 @@ from alembic import context
 
 from app.db import make_engine
 from app.models import Base
+from app.partitions import is_partition_name
 
 config = context.config
 target_metadata = Base.metadata
@@ -18,6 +19,10 @@ def run_migrations() -> None:
             connection=connection,
             target_metadata=target_metadata,
             render_as_batch=connection.dialect.name == "sqlite",
+            # the daily partitions of the time-series tables are the server's, not the schema's (0008)
+            include_name=lambda name, type_, _parent: (
+                not (type_ == "table" and is_partition_name(name or ""))
+            ),
         )
         with context.begin_transaction():
             context.run_migrations()
