@@ -33,7 +33,8 @@ log = logging.getLogger("specwatch.partitions")
 TABLES = ("gpu_samples", "process_samples", "events", "metric_samples")
 DAY_S = 86400
 LOCK_TIMEOUT = "3s"
-_NAME = re.compile(r"^(%s)_(p\d{8}|default)$" % "|".join(TABLES))
+_TABLES_RE = "|".join(TABLES)
+_NAME = re.compile(rf"^({_TABLES_RE})_(p\d{{8}}|default)$")
 _BOUNDS = re.compile(r"FROM \('?([-\d.e+]+)'?\) TO \('?([-\d.e+]+)'?\)")
 
 
@@ -132,7 +133,7 @@ def _maintain_table(
     s: Session, table: str, first_kept: int, today: int, last: int, report: MaintenanceReport
 ) -> None:
     have = {int(p.lo // DAY_S) for p in partitions(s, table) if p.lo is not None}
-    stray = dict(
+    stray: dict[int, int] = dict(
         s.execute(
             text(f"SELECT floor(ts / {DAY_S})::bigint, count(*) FROM {default_name(table)} GROUP BY 1")
         ).all()
@@ -161,9 +162,9 @@ def _create_day(s: Session, table: str, day: int, stray: int) -> int:
     )
     if not stray:
         return 0
-    moved = s.execute(text(f"INSERT INTO {table} SELECT * FROM _moving")).rowcount
+    moved: int = s.execute(text(f"INSERT INTO {table} SELECT * FROM _moving")).rowcount  # type: ignore[attr-defined]
     s.execute(text("DROP TABLE _moving"))
-    return int(moved)
+    return moved
 
 
 def lock_unavailable(exc: DBAPIError) -> bool:

@@ -61,7 +61,8 @@ def _delete_rest(session: Session, table: str, cutoff: float, retention_s: float
     edge = partitions.boundary(session, table, cutoff) if retention_s < partitions.DAY_S else None
     if edge is not None:
         targets.append(edge.name)
-    return sum(
-        int(session.execute(text(f"DELETE FROM {t} WHERE ts < :cutoff"), {"cutoff": cutoff}).rowcount)
-        for t in targets
-    )
+    deleted = 0
+    for t in targets:
+        result = session.execute(text(f"DELETE FROM {t} WHERE ts < :cutoff"), {"cutoff": cutoff})
+        deleted += result.rowcount  # type: ignore[attr-defined]
+    return deleted
