@@ -94,8 +94,8 @@ def size_and_rows(url: str) -> tuple[int, int]:
         size = c.execute(
             text(
                 "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-                " WHERE c.relname = 'gpu_samples' OR c.relname LIKE 'gpu\\_samples\\_p%'"
-                " OR c.relname = 'gpu_samples_default'"
+                " WHERE c.relkind IN ('r', 'p') AND (c.relname = 'gpu_samples' OR c.relname LIKE 'gpu\\_samples\\_p%'"
+                " OR c.relname = 'gpu_samples_default')"
             )
         ).scalar_one()
         rows = c.execute(text("SELECT count(*) FROM gpu_samples")).scalar_one()
