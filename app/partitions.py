@@ -132,6 +132,9 @@ def maintain(
 def _maintain_table(
     s: Session, table: str, first_kept: int, today: int, last: int, report: MaintenanceReport
 ) -> None:
+    # hold stray inserts (and only those: rows routed to a day partition go on) until commit, so the rows
+    # counted here are all the default holds when a day is split out of it
+    s.execute(text(f"LOCK TABLE {default_name(table)} IN SHARE ROW EXCLUSIVE MODE"))
     have = {int(p.lo // DAY_S) for p in partitions(s, table) if p.lo is not None}
     stray: dict[int, int] = dict(
         s.execute(
