@@ -3,10 +3,12 @@
 Layout of the spool directory::
 
     agent.json                          {"agent_id": ..., "next_seq": N}   identity and sequence, survives restarts
-    batch-<seq:012d>-n<samples>.json.gz one gzip-compressed IngestBatch body, exactly what is POSTed
+    batch-<seq:012d>-n<samples>.json.gz one gzip-compressed IngestBatch body, what is POSTed
+                                        (plus agent-local metadata in the gzip header: agents/spoolframe.py)
     quarantine/                         corrupt files and batches the server refused for good, kept for a human
 
-A batch file is the request body itself (``Content-Encoding: gzip``), so sending never re-encodes. Writes are
+A batch file is the request body itself (``Content-Encoding: gzip``), so sending never re-encodes (the
+header's metadata is cut off, not recompressed). Writes are
 atomic (temporary file, fsync, rename, fsync of the directory): after a crash a file is either whole or absent.
 The sample count in the name lets the bound report how much it dropped without reading the file.
 """
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from agents.spoolframe import frame, read_meta, strip
 
 log = logging.getLogger("specwatch.agent.spool")
 
@@ -244,9 +248,10 @@ class Spool:
         with self._lock:
             return self._next_seq
 
-    def append(self, batch: dict[str, Any]) -> Spooled:
-        """Write ``batch`` (with its ``seq`` already set from :meth:`reserve`) durably; enforce the bound."""
-        body = gzip.compress(orjson.dumps(batch), compresslevel=self.compresslevel, mtime=0)
+    def append(self, batch: dict[str, Any], meta: dict[str, Any] | None = None) -> Spooled:
+        """Write ``batch`` (with its ``seq`` already set from :meth:`reserve`) durably; enforce the bound.
+        ``meta`` is agent-local state that must become durable with this batch, in the same file (never sent)."""
+        body = frame(gzip.compress(orjson.dumps(batch), compresslevel=self.compresslevel, mtime=0), meta)
         seq = int(batch["seq"])
         samples = sample_count(batch)
         path = self._path(seq, samples)
@@ -320,10 +325,24 @@ class Spool:
         return self.dir / f"batch-{seq:012d}-n{samples}.json.gz"
 
     def read(self, item: Spooled) -> bytes | None:
+        """The request body of a spooled batch (its agent-local metadata left out)."""
         try:
-            return item.path.read_bytes()
+            return strip(item.path.read_bytes())
         except FileNotFoundError:
             return None  # dropped by the bound in the meantime
+
+    def latest_meta(self, lookback: int = 256) -> tuple[int, dict[str, Any]] | None:
+        """The newest spooled batch that carries metadata, and that metadata. Metadata is written only while
+        it differs from what the agent persisted elsewhere, so looking back a little way is enough."""
+        with self._lock:
+            idx = self._index
+            seqs = list(idx.seq[max(idx.head, len(idx.seq) - lookback) :])
+            items = [self._item(s) for s in reversed(seqs)]
+        for item in items:
+            meta = read_meta(item.path)
+            if meta is not None:
+                return item.seq, meta
+        return None
 
     def ack(self, seq: int) -> None:
         with self._lock:
@@ -339,6 +358,7 @@ class Spool:
             if self._index.get(seq) is None:
                 return
             old = self._item(seq)
+            body = frame(body, read_meta(old.path))
             samples = sample_count(batch)
             path = self._path(seq, samples)
             atomic_write(path, body)
