@@ -310,10 +310,21 @@ class Agent:
                     },
                 )
             )
+        for fault in self.spool.take_faults():
+            self._events.append(
+                wire.Event(
+                    ts=now,
+                    kind=fault.kind,
+                    message=fault.message,
+                    severity=fault.severity,
+                    source="agent",
+                    fields=fault.fields,
+                )
+            )
         events, self._events = self._events, []
         chunks = split(events)
         offsets = self._guard("log offsets", self.src.logs.pending_offsets) if self.src.logs else None
-        seq = -1
+        seq, durable = -1, True
         for i, chunk in enumerate(chunks):
             seq = self.spool.reserve()
             batch = {
@@ -327,11 +338,15 @@ class Agent:
             }
             # the offsets go with the last chunk: they hold only once every chunk of this cut is spooled
             last = i == len(chunks) - 1
-            self.spool.append(batch, {"log_offsets": offsets} if last and offsets is not None else None)
+            item = self.spool.append(
+                batch, {"log_offsets": offsets} if last and offsets is not None else None
+            )
+            durable = item.durable
             self.counts.batches += 1
         self.counts.events += len(events)
         self._gpus, self._procs, self._metrics = [], [], []
-        if self.src.logs is not None:
+        # lines of a batch held in memory (disk full) are not safe yet: a restart must read them again
+        if self.src.logs is not None and durable:
             self._guard("log offset commit", self.src.logs.commit, (self.spool.agent_id, seq))
         self.shipper.wake()
 

@@ -52,12 +52,20 @@ def read_meta(path: Path) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as f:
             head = f.read(12)
-            if len(head) < 12 or head[:2] != b"\x1f\x8b" or not head[3] & _FEXTRA:
+            if len(head) < 12 or not head[3] & _FEXTRA:
                 return None
             (xlen,) = struct.unpack_from("<H", head, 10)
-            extra = f.read(xlen)
+            return read_meta_bytes(head + f.read(xlen))
     except OSError:
         return None
+
+
+def read_meta_bytes(data: bytes) -> dict[str, Any] | None:
+    """The metadata in the header of a framed gzip member held in memory; None when absent or unreadable."""
+    if len(data) < 12 or data[:2] != b"\x1f\x8b" or not data[3] & _FEXTRA:
+        return None
+    (xlen,) = struct.unpack_from("<H", data, 10)
+    extra = data[12 : 12 + xlen]
     pos = 0
     while pos + 4 <= len(extra):
         (n,) = struct.unpack_from("<H", extra, pos + 2)

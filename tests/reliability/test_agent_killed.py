@@ -112,6 +112,11 @@ def kill_agent_while_logging(tmp_path: Path, lines: int, seed: int) -> None:
         time.sleep(1.0)  # a few more shipper rounds: a late duplicate would show now
         stored = stored_tokens(url)
         written = sum(len(p.read_text().splitlines()) for p in logs)
+        # the last incarnation must be past its start-up (signal handlers installed) before it is stopped
+        shipped = batches_stored(url)
+        deadline = time.time() + 30
+        while batches_stored(url) == shipped and time.time() < deadline:
+            time.sleep(0.05)
         out = ""
         if agent.poll() is None:
             agent.terminate()
