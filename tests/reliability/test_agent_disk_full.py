@@ -1,66 +1,20 @@
 """The real agent's spool disk refuses every write, then has room again; spool files damaged on disk.
 
 The full disk is real kernel behaviour on the live agent process: its RLIMIT_FSIZE is lowered to 0 from outside
-(prlimit), so every write to a regular file fails (EFBIG; Python ignores SIGXFSZ, and the test says so too), and
-raised back later. No tmpfs to mount, no fault hook in the agent's code."""
+(prlimit), so every write to a regular file fails with EFBIG (CPython ignores SIGXFSZ from start-up, so the
+write fails instead of the signal killing the process), and raised back later. No tmpfs to mount, no fault hook in the agent's code."""
 
 from __future__ import annotations
 
 import json
 import resource
 import signal
-import subprocess
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import create_engine, text
 
 from tests.agent_support import finish, sim_args, start_agent, taken
-from tests.support import ServerProcess, cli, free_port
-
-HOST = "gpu-a01"  # the healthy scenario's first host
-
-
-def rows(url: str, sql: str, **params: Any) -> list[Any]:
-    eng = create_engine(url)
-    try:
-        with eng.connect() as c:
-            return list(c.execute(text(sql), params).all())
-    finally:
-        eng.dispose()
-
-
-def wait_for(what: str, cond: Callable[[], bool], timeout: float = 60, out: list[str] | None = None) -> None:
-    deadline = time.time() + timeout
-    while not cond():
-        if time.time() > deadline:
-            tail = "".join(out[-60:]) if out else ""
-            raise AssertionError(f"timed out waiting for {what}\n{tail}")
-        time.sleep(0.1)
-
-
-def read_lines(proc: subprocess.Popen[str], into: list[str]) -> threading.Thread:
-    def run() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            into.append(line)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
-
-
-def setup(tmp_path: Path) -> tuple[str, ServerProcess, str]:
-    from app.db import upgrade
-
-    url = f"sqlite:///{tmp_path / 'specwatch.db'}"  # a fault of the agent host: one backend is enough
-    upgrade(url)
-    server = ServerProcess(url).start()
-    token = cli("token", "create", "--host", HOST, "--database-url", url).stdout.strip()
-    return url, server, token
+from tests.reliability.agentrun import HOST, read_lines, rows, setup, wait_for
+from tests.support import free_port
 
 
 def batch_files(spool: Path) -> set[str]:
