@@ -125,7 +125,16 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
 
     src = Sources()
     if "gpu" in sources:
-        if "gpu" in simulated:
+        if "gpu" in simulated and (args.sim_nvml or args.sim_nvml_fail):
+            from agents.collectors.nvml import NvmlGpus
+            from agents.sim.nvmllib import SimNvml, parse_failure
+
+            try:
+                failures = [parse_failure(f, t0) for f in args.sim_nvml_fail or []]
+            except ValueError as exc:
+                raise ConfigError(f"--sim-nvml-fail {exc}") from exc
+            src.gpus = NvmlGpus(lib=SimNvml(cluster, sim_host, failures))
+        elif "gpu" in simulated:
             from agents.collectors.nvml import SimGpus
 
             src.gpus = SimGpus(cluster, sim_host)
@@ -327,5 +336,16 @@ def register(sub: Any) -> None:
         "--sim-sources",
         default="all",
         help="which collectors read the simulator (default all); e.g. 'gpu' to watch real processes and logs",
+    )
+    g.add_argument(
+        "--sim-nvml",
+        action="store_true",
+        help="read the simulated GPUs through the real NVML backend over a simulated NVML library",
+    )
+    g.add_argument(
+        "--sim-nvml-fail",
+        action="append",
+        metavar="GPU:FUNCTION[:AFTER_S]",
+        help="with --sim-nvml: make one NVML call on one GPU start failing, e.g. 2:nvmlDeviceGetPowerUsage:5",
     )
     p.set_defaults(func=cmd_agent)

@@ -3,7 +3,9 @@
 Sampling is scheduled on absolute deadlines (``start + k * interval``) so it never drifts; a tick that comes too
 late (the host was starved) is skipped and counted rather than bunched up. Every ``batch_interval`` the buffers
 become one batch (split if it would exceed the server's body limit), written to the spool before anything else
-happens; only then are log offsets committed, so a crash repeats nothing acknowledged and loses nothing.
+happens. The log tailer's offsets after those lines ride in the same spool file (agent-local, never sent) and
+are then committed to the tailer's own state; a restart takes whichever is newer, so a kill between the two
+writes neither repeats nor loses a line.
 """
 
 from __future__ import annotations
@@ -30,11 +32,16 @@ MAX_EVENTS_PER_BATCH = 20000
 
 
 class LogSource(Protocol):
-    """The parser engineer's tailer: ``poll()`` hands over parsed events, ``commit()`` persists the offsets."""
+    """The tailer: ``poll()`` hands over parsed events, ``commit()`` persists the offsets;
+    ``pending_offsets()`` / ``resume()`` carry them through the spool (see agents/collectors/logs.py)."""
 
     def poll(self) -> list[wire.Event]: ...
 
-    def commit(self) -> None: ...
+    def commit(self, mark: tuple[str, int] | None = None) -> None: ...
+
+    def pending_offsets(self) -> dict[str, Any] | None: ...
+
+    def resume(self, mark: tuple[str, int], offsets: dict[str, Any]) -> bool: ...
 
 
 class EventSource(Protocol):
@@ -129,6 +136,18 @@ class Agent:
         }
         if sources.stacks is not None:
             shipper.on_ack = self._on_ack
+        if sources.logs is not None:
+            self._resume_logs(sources.logs)
+
+    def _resume_logs(self, logs: LogSource) -> None:
+        """A kill between spooling a batch and committing the tailer's offsets leaves the newer offsets in the
+        spool only: start from those, or that batch's lines would be read and sent a second time."""
+        found = self._guard("reading log offsets from the spool", self.spool.latest_meta)
+        if not found or "log_offsets" not in found[1]:
+            return
+        seq, meta = found
+        if self._guard("log offset resume", logs.resume, (self.spool.agent_id, seq), meta["log_offsets"]):
+            log.info("log offsets resumed from spooled batch seq=%d (newer than the tailer's state)", seq)
 
     def _on_ack(self, ack: dict[str, Any]) -> None:
         pids = ack.get("stack_requests") or []
@@ -291,24 +310,44 @@ class Agent:
                     },
                 )
             )
+        for fault in self.spool.take_faults():
+            self._events.append(
+                wire.Event(
+                    ts=now,
+                    kind=fault.kind,
+                    message=fault.message,
+                    severity=fault.severity,
+                    source="agent",
+                    fields=fault.fields,
+                )
+            )
         events, self._events = self._events, []
         chunks = split(events)
+        offsets = self._guard("log offsets", self.src.logs.pending_offsets) if self.src.logs else None
+        seq, durable = -1, True
         for i, chunk in enumerate(chunks):
+            seq = self.spool.reserve()
             batch = {
                 "agent": self._agent,
-                "seq": self.spool.reserve(),
+                "seq": seq,
                 "sent_at": now,
                 "gpus": self._gpus if i == 0 else [],
                 "processes": self._procs if i == 0 else [],
                 "events": chunk,
                 "metrics": self._metrics if i == 0 else [],
             }
-            self.spool.append(batch)
+            # the offsets go with the last chunk: they hold only once every chunk of this cut is spooled
+            last = i == len(chunks) - 1
+            item = self.spool.append(
+                batch, {"log_offsets": offsets} if last and offsets is not None else None
+            )
+            durable = item.durable
             self.counts.batches += 1
         self.counts.events += len(events)
         self._gpus, self._procs, self._metrics = [], [], []
-        if self.src.logs is not None:
-            self._guard("log offset commit", self.src.logs.commit)
+        # lines of a batch held in memory (disk full) are not safe yet: a restart must read them again
+        if self.src.logs is not None and durable:
+            self._guard("log offset commit", self.src.logs.commit, (self.spool.agent_id, seq))
         self.shipper.wake()
 
     def _close(self) -> None:

@@ -3,10 +3,12 @@
 Layout of the spool directory::
 
     agent.json                          {"agent_id": ..., "next_seq": N}   identity and sequence, survives restarts
-    batch-<seq:012d>-n<samples>.json.gz one gzip-compressed IngestBatch body, exactly what is POSTed
+    batch-<seq:012d>-n<samples>.json.gz one gzip-compressed IngestBatch body, what is POSTed
+                                        (plus agent-local metadata in the gzip header: agents/spoolframe.py)
     quarantine/                         corrupt files and batches the server refused for good, kept for a human
 
-A batch file is the request body itself (``Content-Encoding: gzip``), so sending never re-encodes. Writes are
+A batch file is the request body itself (``Content-Encoding: gzip``), so sending never re-encodes (the
+header's metadata is cut off, not recompressed). Writes are
 atomic (temporary file, fsync, rename, fsync of the directory): after a crash a file is either whole or absent.
 The sample count in the name lets the bound report how much it dropped without reading the file.
 """
@@ -22,13 +24,15 @@ import re
 import threading
 import time
 import uuid
-from array import array
-from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from agents.spoolframe import frame, read_meta, read_meta_bytes, strip
+from agents.spoolheld import Held, SpoolFault
+from agents.spoolindex import Index
 
 log = logging.getLogger("specwatch.agent.spool")
 
@@ -45,6 +49,7 @@ class Spooled:
     samples: int
     size: int
     path: Path
+    durable: bool = True  # this batch and every earlier one are on disk (not held in memory: spoolheld.py)
 
 
 @dataclass(slots=True)
@@ -55,64 +60,6 @@ class DropReport:
     samples: int = 0
     first_seq: int | None = None
     last_seq: int | None = None
-
-
-class _Index:
-    """Spooled batches in seq order as three int arrays (24 bytes a batch), so a spool of a million small
-    batches costs megabytes of memory, and finding the oldest is O(1). Removals happen at the head (acks and
-    the bound take the oldest), so the head just advances and the arrays are compacted now and then."""
-
-    def __init__(self) -> None:
-        self.seq = array("q")
-        self.samples = array("q")
-        self.size = array("q")
-        self.head = 0
-
-    def __len__(self) -> int:
-        return len(self.seq) - self.head
-
-    def _pos(self, seq: int) -> int | None:
-        i = bisect_left(self.seq, seq, self.head)
-        return i if i < len(self.seq) and self.seq[i] == seq else None
-
-    def add(self, seq: int, samples: int, size: int) -> None:
-        if len(self) and seq <= self.seq[-1]:
-            i = bisect_left(self.seq, seq, self.head)
-            if i < len(self.seq) and self.seq[i] == seq:
-                self.samples[i], self.size[i] = samples, size
-                return
-            for arr, v in ((self.seq, seq), (self.samples, samples), (self.size, size)):
-                arr.insert(i, v)
-            return
-        self.seq.append(seq)
-        self.samples.append(samples)
-        self.size.append(size)
-
-    def get(self, seq: int) -> tuple[int, int] | None:
-        i = self._pos(seq)
-        return None if i is None else (self.samples[i], self.size[i])
-
-    def pop(self, seq: int) -> tuple[int, int] | None:
-        i = self._pos(seq)
-        if i is None:
-            return None
-        found = (self.samples[i], self.size[i])
-        if i == self.head:
-            self.head += 1
-            if self.head > 4096 and self.head * 2 > len(self.seq):
-                for arr in (self.seq, self.samples, self.size):
-                    del arr[: self.head]
-                self.head = 0
-        else:
-            for arr in (self.seq, self.samples, self.size):
-                del arr[i]
-        return found
-
-    def first(self) -> int | None:
-        return self.seq[self.head] if len(self) else None
-
-    def last(self) -> int | None:
-        return self.seq[-1] if len(self) else None
 
 
 def sample_count(batch: dict[str, Any]) -> int:
@@ -129,11 +76,15 @@ def _fsync_dir(path: Path) -> None:
 
 def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a partial file on a full disk takes the room the next write needs
+        raise
     _fsync_dir(path.parent)
 
 
@@ -149,11 +100,12 @@ class Spool:
         self.max_bytes = max_bytes
         self.compresslevel = compresslevel
         self._lock = threading.Lock()
-        self._index = _Index()
+        self._index = Index()
         self._bytes = 0
         self._drops = DropReport()
         self.quarantined = 0
         self.dropped_total = 0
+        self._held = Held(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lockfile = open(self.dir / ".lock", "a")  # noqa: SIM115 - held for the spool's lifetime
         try:
@@ -244,19 +196,61 @@ class Spool:
         with self._lock:
             return self._next_seq
 
-    def append(self, batch: dict[str, Any]) -> Spooled:
-        """Write ``batch`` (with its ``seq`` already set from :meth:`reserve`) durably; enforce the bound."""
-        body = gzip.compress(orjson.dumps(batch), compresslevel=self.compresslevel, mtime=0)
+    def append(self, batch: dict[str, Any], meta: dict[str, Any] | None = None) -> Spooled:
+        """Write ``batch`` (with its ``seq`` already set from :meth:`reserve`) durably; enforce the bound.
+        ``meta`` is agent-local state that must become durable with this batch, in the same file (never sent).
+        A disk that refuses the write leaves the batch in memory (``durable`` False), sent from there."""
+        body = frame(gzip.compress(orjson.dumps(batch), compresslevel=self.compresslevel, mtime=0), meta)
         seq = int(batch["seq"])
         samples = sample_count(batch)
         path = self._path(seq, samples)
-        atomic_write(path, body)
-        item = Spooled(seq, samples, len(body), path)
+        try:
+            atomic_write(path, body)
+        except OSError as exc:
+            with self._lock:
+                self._held.failed(exc, f"batch seq={seq}")
+                self._held.put(seq, body)
+                self._add(seq, samples, len(body))
+                while (oldest := self._held.over()) is not None:
+                    self._drop(oldest, "held in memory over its bound while the disk is full")
+            return Spooled(seq, samples, len(body), path, durable=False)
         with self._lock:
-            self._index.add(seq, samples, len(body))
-            self._bytes += len(body)
-            self._enforce_bound(keep=seq)
-        return item
+            self._add(seq, samples, len(body))
+        return Spooled(seq, samples, len(body), path, durable=self._write_held())
+
+    def _add(self, seq: int, samples: int, size: int) -> None:
+        self._index.add(seq, samples, size)
+        self._bytes += size
+        self._enforce_bound(keep=seq)
+
+    def _write_held(self) -> bool:
+        """The disk took a write: put the batches held in memory on it, oldest first. True once none is left."""
+        written = 0
+        while True:
+            with self._lock:
+                if not self._held:
+                    break
+                seq = min(self._held.bodies)
+                body = self._held.bodies[seq]
+                path = self._item(seq).path
+            try:
+                atomic_write(path, body)
+            except OSError as exc:
+                with self._lock:
+                    self._held.failed(exc, f"held batch seq={seq}")
+                return False
+            with self._lock:
+                if not self._held.pop(seq):  # sent and acknowledged meanwhile: the file is not needed
+                    path.unlink(missing_ok=True)
+                written += 1
+        with self._lock:
+            self._held.recovered(written)
+        return True
+
+    def take_faults(self) -> list[SpoolFault]:
+        """Start and end of a disk that refused writes, once each, for the agent to send as events."""
+        with self._lock:
+            return self._held.take_reports()
 
     def reserve(self) -> int:
         """The next sequence number, persisted before use so that a restart never reuses it. Numbers are
@@ -266,8 +260,13 @@ class Spool:
             seq = self._next_seq
             self._next_seq += 1
             if self._next_seq > self._leased:
-                self._leased = seq + SEQ_LEASE
-                self._save_state(self.agent_id, self._leased)
+                try:
+                    self._save_state(self.agent_id, seq + SEQ_LEASE)
+                    self._leased = seq + SEQ_LEASE
+                except (
+                    OSError
+                ) as exc:  # retried at the next batch; oldest() holds back what it does not cover
+                    self._held.failed(exc, "the sequence lease")
             return seq
 
     def _enforce_bound(self, keep: int) -> None:
@@ -275,22 +274,21 @@ class Spool:
             oldest = self._index.first()
             if oldest is None or oldest == keep:
                 break
-            b = self._item(oldest)
-            self._index.pop(oldest)
-            self._bytes -= b.size
-            b.path.unlink(missing_ok=True)
-            self.dropped_total += 1
-            d = self._drops
-            d.batches += 1
-            d.samples += b.samples
-            d.first_seq = oldest if d.first_seq is None else min(d.first_seq, oldest)
-            d.last_seq = oldest if d.last_seq is None else max(d.last_seq, oldest)
-            log.warning(
-                "spool over its bound of %.0f MB: dropped the oldest batch seq=%d (%d samples)",
-                self.max_bytes / 1e6,
-                oldest,
-                b.samples,
-            )
+            self._drop(oldest, f"spool over its bound of {self.max_bytes / 1e6:.0f} MB")
+
+    def _drop(self, seq: int, why: str) -> None:
+        b = self._item(seq)
+        self._index.pop(seq)
+        self._held.pop(seq)
+        self._bytes -= b.size
+        b.path.unlink(missing_ok=True)
+        self.dropped_total += 1
+        d = self._drops
+        d.batches += 1
+        d.samples += b.samples
+        d.first_seq = seq if d.first_seq is None else min(d.first_seq, seq)
+        d.last_seq = seq if d.last_seq is None else max(d.last_seq, seq)
+        log.warning("%s: dropped the oldest batch seq=%d (%d samples)", why, seq, b.samples)
 
     def take_drops(self) -> DropReport | None:
         with self._lock:
@@ -303,6 +301,10 @@ class Spool:
     def oldest(self) -> Spooled | None:
         with self._lock:
             seq = self._index.first()
+            if seq is not None and seq in self._held and seq >= self._leased:
+                # its seq is not yet persisted as used: a crash could reuse it for other data, which the
+                # server would then take for a duplicate of this one; it waits until the lease is written
+                return None
             return None if seq is None else self._item(seq)
 
     def newest(self) -> Spooled | None:
@@ -320,15 +322,34 @@ class Spool:
         return self.dir / f"batch-{seq:012d}-n{samples}.json.gz"
 
     def read(self, item: Spooled) -> bytes | None:
+        """The request body of a spooled batch (its agent-local metadata left out)."""
+        with self._lock:
+            held = self._held.get(item.seq)
+        if held is not None:
+            return strip(held)
         try:
-            return item.path.read_bytes()
+            return strip(item.path.read_bytes())
         except FileNotFoundError:
             return None  # dropped by the bound in the meantime
+
+    def latest_meta(self, lookback: int = 256) -> tuple[int, dict[str, Any]] | None:
+        """The newest spooled batch that carries metadata, and that metadata. Metadata is written only while
+        it differs from what the agent persisted elsewhere, so looking back a little way is enough."""
+        with self._lock:
+            idx = self._index
+            seqs = list(idx.seq[max(idx.head, len(idx.seq) - lookback) :])
+            items = [self._item(s) for s in reversed(seqs)]
+        for item in items:
+            meta = read_meta(item.path)
+            if meta is not None:
+                return item.seq, meta
+        return None
 
     def ack(self, seq: int) -> None:
         with self._lock:
             found = self._index.pop(seq)
             if found is not None:
+                self._held.pop(seq)
                 self._bytes -= found[1]
                 self._path(seq, found[0]).unlink(missing_ok=True)
 
@@ -340,8 +361,13 @@ class Spool:
                 return
             old = self._item(seq)
             samples = sample_count(batch)
+            if seq in self._held:
+                body = frame(body, read_meta_bytes(self._held.bodies[seq]))
+                self._held.put(seq, body)
+            else:
+                body = frame(body, read_meta(old.path))
+                atomic_write(self._path(seq, samples), body)
             path = self._path(seq, samples)
-            atomic_write(path, body)
             if path != old.path:
                 old.path.unlink(missing_ok=True)
             self._bytes += len(body) - old.size
@@ -362,6 +388,9 @@ class Spool:
             b = self._item(seq)
             self._index.pop(seq)
             self._bytes -= b.size
+            if self._held.pop(seq):
+                log.error("batch seq=%d was only in memory (disk full): not kept in the quarantine", seq)
+                return
         with contextlib.suppress(FileNotFoundError):
             self._quarantine(b.path, reason)
 

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import auth
-from app.ingest import insert_ignore
+from app.db import insert_ignore
 from app.models import ServerSecret
 
 SESSION_COOKIE = "specwatch_session"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Annotated, Any, Literal
 
@@ -10,9 +11,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
-from app import auth, models, stack_requests
+from app import models
 from app.bodies import LimitedBodyRoute
-from app.ingest import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times, store_batch
+from app.ingest import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
 
 ingest_router = APIRouter(route_class=LimitedBodyRoute)
 read_router = APIRouter(prefix="/api/v1")
@@ -40,49 +41,40 @@ def _bearer(authorization: str | None) -> str:
         503: {"description": "database unavailable; retry"},
     },
 )
-def ingest(
+async def ingest(
     batch: wire.IngestBatch,
     request: Request,
     authorization: Annotated[str | None, Header()] = None,
 ) -> wire.IngestAck:
-    """Store one batch from one agent, all or nothing. Re-sending an acknowledged batch is harmless."""
+    """Store one batch from one agent, all or nothing. Re-sending an acknowledged batch is harmless. The answer
+    comes once the batch is committed (group commit: app/ingest_queue.py)."""
     token = _bearer(authorization)
     app_state = request.app.state
     now = time.time()
     t0 = time.perf_counter()
-    learnt = app_state.ingest_cache.overlay()
-    with app_state.write_lock, app_state.sessions() as session, session.begin():
-        info = auth.verify_token(session, token)
-        if info is None:
-            raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
-        if info.host_name != batch.agent.host:
-            raise HTTPException(403, f"this token is for host {info.host_name!r}, not {batch.agent.host!r}")
-        try:
-            settings = app_state.settings
-            offset = clock_offset(
-                request.headers.get(SENT_AT_HEADER),
-                now,
-                settings.clock_correct_above_s,
-                settings.max_clock_skew_s,
-            )
-            shift_times(batch, offset)
-            check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
-        except BatchRejected as exc:
-            raise HTTPException(422, str(exc)) from exc
-        result = store_batch(session, batch, now, learnt)
-        pids = stack_requests.claim(session, result.host_id, now) if result.host_id is not None else []
-    app_state.ingest_cache.absorb(learnt)
-    hooks = getattr(app_state, "after_ingest", [])
-    for hook in hooks:
-        hook(batch, result, now)
-    app_state.ingest_stats.observe(batch, result, time.perf_counter() - t0)
+    try:
+        settings = app_state.settings
+        offset = clock_offset(
+            request.headers.get(SENT_AT_HEADER),
+            now,
+            settings.clock_correct_above_s,
+            settings.max_clock_skew_s,
+        )
+        shift_times(batch, offset)
+        check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
+    except BatchRejected as exc:
+        raise HTTPException(422, str(exc)) from exc
+    stored = await asyncio.wrap_future(app_state.ingest_writer.submit(token, batch, now))
+    for hook in getattr(app_state, "after_ingest", []):
+        hook(batch, stored.result, now)
+    app_state.ingest_stats.observe(batch, stored.result, time.perf_counter() - t0)
     return wire.IngestAck(
         seq=batch.seq,
-        duplicate=result.duplicate,
-        stored=result.stored,
+        duplicate=stored.result.duplicate,
+        stored=stored.result.stored,
         server_time=now,
         clock_offset_s=round(offset, 3),
-        stack_requests=pids,
+        stack_requests=stored.stack_requests,
     )
 
 

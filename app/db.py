@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -94,3 +95,14 @@ def head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def insert_ignore(session: Session, table: Any, rows: list[dict[str, Any]], keys: list[str]) -> list[Any]:
+    """INSERT ... ON CONFLICT DO NOTHING on either backend (concurrent ingest of a new host or series races).
+    Returns the key columns of the rows actually inserted."""
+    if not rows:
+        return []
+    mod: Any = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    stmt = mod.insert(table).values(rows).on_conflict_do_nothing(index_elements=keys)
+    # RETURNING rather than rowcount: psycopg reports -1 for this statement
+    return list(session.execute(stmt.returning(*(table.c[k] for k in keys))).all())

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
 from app import incidents, models, stack_requests
-from app.db import transaction
+from app.db import insert_ignore, transaction
 from app.detect import HANG_KINDS, Decision, DetectConfig, Detector, Finding
 from app.detector_feed import Feed
 from app.rankstate import (
@@ -189,8 +189,6 @@ class DetectorService:
                     "state": r.to_json(),
                 }
                 if row is None:
-                    from app.ingest import insert_ignore
-
                     insert_ignore(
                         s,
                         models.Rank.__table__,
@@ -349,7 +347,6 @@ class DetectorService:
                 stack_requests.request(s, host_ids[host], pid, now, incident_id)
 
     def _save_state(self, s: Session, now: float) -> None:
-        from app.ingest import insert_ignore
 
         xids = [[h, e.ts, e.message, e.fields] for h, e in self.fleet.xids]
         for name, value in (("cursors", self.feed.positions()), ("xids", {"events": xids})):

@@ -3,25 +3,39 @@
 A deployment has at most one open launch. A new engine process opens a new launch when every process of
 the open one has exited (a restart), when a rank reappears as a newer process (a restart whose exits the agent
 never saw), or when the open launch has been silent for ``STALE_S``.
+Only a batch bringing engine processes the store has not seen can be a restart.
 """
 
 from __future__ import annotations
+
+from collections.abc import Container, MutableMapping
+from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from agents import wire
 from app import models
+from app.db import insert_ignore
 
 ENGINE_ROLES = {"scheduler", "main", "worker"}
 STALE_S = 600.0
 
 
-def _deployment_id(session: Session, name: str, now: float) -> int:
-    from app.ingest import insert_ignore
+# how often an open launch's last_seen is refreshed: it only has to tell a live launch from one silent for STALE_S
+LAUNCH_SEEN_EVERY_S = 5.0
 
-    insert_ignore(session, models.Deployment.__table__, [{"name": name, "created_at": now}], ["name"])
-    return session.execute(select(models.Deployment.id).where(models.Deployment.name == name)).scalar_one()
+
+def _deployment_id(session: Session, name: str, now: float, known: MutableMapping[str, int]) -> int:
+
+    dep_id = known.get(name)
+    if dep_id is None:
+        insert_ignore(session, models.Deployment.__table__, [{"name": name, "created_at": now}], ["name"])
+        dep_id = session.execute(
+            select(models.Deployment.id).where(models.Deployment.name == name)
+        ).scalar_one()
+        known[name] = dep_id
+    return dep_id
 
 
 def _batch_start(batch: wire.IngestBatch) -> float | None:
@@ -30,55 +44,92 @@ def _batch_start(batch: wire.IngestBatch) -> float | None:
     return min(times) if times else None
 
 
-def assign(session: Session, host_id: int, batch: wire.IngestBatch, now: float) -> int | None:
-    """The id of the launch this batch's engine data belongs to (opening one if needed), or None when the
-    batch carries nothing of an engine (GPU samples of an idle host)."""
-    dep_id = _deployment_id(session, batch.agent.deployment, now)
+@dataclass(slots=True)
+class OpenLaunch:
+    id: int
+    last_seen: float
+    status: str
+
+
+def _open_launch(session: Session, dep_id: int) -> OpenLaunch | None:
     L = models.Launch
-    open_launch = session.execute(
-        select(L).where(L.deployment_id == dep_id, L.ended_at.is_(None)).order_by(L.id.desc()).limit(1)
-    ).scalar_one_or_none()
+    row = session.execute(
+        select(L.id, L.last_seen, L.status)
+        .where(L.deployment_id == dep_id, L.ended_at.is_(None))
+        .order_by(L.id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else OpenLaunch(row.id, row.last_seen, row.status)
+
+
+def assign(
+    session: Session,
+    host_id: int,
+    batch: wire.IngestBatch,
+    now: float,
+    deployments: MutableMapping[str, int],
+    known_processes: Container[tuple[int, int, float]],
+    open_launches: dict[int, OpenLaunch | None] | None = None,
+) -> int | None:
+    """The id of the launch this batch's engine data belongs to (opening one if needed), or None when the
+    batch carries nothing of an engine (GPU samples of an idle host).
+
+    ``deployments`` caches deployment ids (they never change); ``known_processes`` holds the (host, pid,
+    create time) of processes already stored: a batch whose engine processes are all known cannot be a
+    restart, so the steady state costs one indexed read of the open launch instead of the restart queries.
+    ``open_launches`` memoises that read for the batches of one transaction."""
+    memo = open_launches if open_launches is not None else {}
+    dep_id = _deployment_id(session, batch.agent.deployment, now, deployments)
+    if dep_id not in memo:
+        memo[dep_id] = _open_launch(session, dep_id)
+    current = memo[dep_id]
+    L = models.Launch
     start = _batch_start(batch)
-    if open_launch is not None and start is not None and _is_restart(session, open_launch, batch, now):
-        open_launch.ended_at = open_launch.last_seen
-        if open_launch.status not in ("crashed",):
-            open_launch.status = "exited"
-        open_launch = None
-    if open_launch is None:
+    if current is not None and start is not None:
+        fresh = [
+            p
+            for p in batch.processes
+            if p.role in ENGINE_ROLES
+            and p.state != "exited"
+            and (host_id, p.pid, p.create_time) not in known_processes
+        ]
+        stale = now - current.last_seen > STALE_S
+        if stale or (fresh and _is_restart(session, current.id, host_id, fresh)):
+            status = current.status if current.status == "crashed" else "exited"
+            session.execute(update(L).where(L.id == current.id).values(ended_at=L.last_seen, status=status))
+            current = memo[dep_id] = None
+    if current is None:
         if start is None:
             return None
         engine = next((p.engine for p in batch.processes if p.engine != "unknown"), "unknown")
-        open_launch = L(
-            deployment_id=dep_id, started_at=start, last_seen=now, engine=engine, status="starting"
-        )
-        session.add(open_launch)
+        launch = L(deployment_id=dep_id, started_at=start, last_seen=now, engine=engine, status="starting")
+        session.add(launch)
         session.flush()
-    else:
-        session.execute(update(L).where(L.id == open_launch.id).values(last_seen=now))
-    return open_launch.id
+        memo[dep_id] = OpenLaunch(launch.id, now, "starting")
+        return launch.id
+    if now - current.last_seen >= LAUNCH_SEEN_EVERY_S:
+        session.execute(update(L).where(L.id == current.id).values(last_seen=now))
+        current.last_seen = now
+    return current.id
 
 
-def _is_restart(session: Session, launch: models.Launch, batch: wire.IngestBatch, now: float) -> bool:
+def _is_restart(session: Session, launch_id: int, host_id: int, new_procs: list[wire.ProcessSample]) -> bool:
     """A restart: every process of the open launch has exited and a newer one starts, or a rank that already
-    has a process in the launch shows up again as a newer process (the engine was restarted before the agent
-    saw the old processes exit), or the open launch has been silent for ``STALE_S``."""
-    if now - launch.last_seen > STALE_S:
-        return True
+    has a process on this host in the launch shows up again as a newer process (the engine was restarted
+    before the agent saw the old processes exit)."""
     P = models.Process
-    new_procs = [p for p in batch.processes if p.role in ENGINE_ROLES and p.state != "exited"]
-    if not new_procs:
-        return False
-    known = session.execute(
-        select(func.count(), func.count(P.exited_at), func.max(P.create_time)).where(P.launch_id == launch.id)
+    total, exited, newest = session.execute(
+        select(func.count(), func.count(P.exited_at), func.max(P.create_time)).where(P.launch_id == launch_id)
     ).one()
-    total, exited, newest = known
     if total and exited == total and any(p.create_time > (newest or 0) for p in new_procs):
         return True
     labels = {p.rank for p in new_procs if p.rank is not None}
     if not labels:
         return False
     same_rank = session.execute(
-        select(P.rank_label, P.pid, P.create_time).where(P.launch_id == launch.id, P.rank_label.in_(labels))
+        select(P.rank_label, P.pid, P.create_time).where(
+            P.launch_id == launch_id, P.host_id == host_id, P.rank_label.in_(labels)
+        )
     ).all()
     # another pid started later under a rank label the launch already has: the engine was restarted
     return any(

@@ -15,6 +15,7 @@ import uuid
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.db import insert_ignore
 from app.models import Lease
 
 LEADER = "leader"
@@ -27,7 +28,6 @@ def holder_id() -> str:
 def try_acquire(session: Session, name: str, holder: str, now: float, ttl_s: float) -> bool:
     """Take or renew the lease; True while this holder has it. Safe under concurrency on both backends:
     the conditional UPDATE and the conflict-ignoring INSERT are each atomic."""
-    from app.ingest import insert_ignore
 
     renewed = session.execute(
         update(Lease)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,9 +21,10 @@ from app.acceptance_api import router as acceptance_router
 from app.access import AccessControl
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
-from app.db import is_sqlite, make_engine, session_factory, transaction
+from app.db import make_engine, session_factory, transaction
 from app.detector_job import DetectorService
 from app.ingest import IngestCache
+from app.ingest_queue import IngestWriter
 from app.settings import Settings
 
 log = logging.getLogger("specwatch")
@@ -63,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         stop.set()
         for t in tasks:
             await t
+        await asyncio.to_thread(app.state.ingest_writer.close)
         for close in app.state.closers:
             await asyncio.to_thread(close)
         if app.state.leadership.is_leader:
@@ -84,8 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessions = session_factory(engine)
     app.state.ingest_stats = IngestStats()
     app.state.ingest_cache = IngestCache()
-    # SQLite has one writer at a time: queueing writers here is fairer and cheaper than its busy-retry sleeps
-    app.state.write_lock = threading.Lock() if is_sqlite(url) else contextlib.nullcontext()
+    app.state.ingest_writer = IngestWriter(app.state.sessions, app.state.ingest_cache)
     app.state.after_ingest = []
     app.state.closers = []  # called at shutdown, after the jobs stopped (e.g. wait for webhooks in flight)
 

@@ -3,6 +3,8 @@ in the ack of its next batch (``IngestAck.stack_requests``), answered with ``sta
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -27,15 +29,18 @@ def request(session: Session, host_id: int, pid: int, now: float, incident_id: i
     return True
 
 
-def claim(session: Session, host_id: int, now: float) -> list[int]:
-    """Pending pids for this host, marked sent in the caller's transaction (so an ack that fails to commit
-    leaves them pending)."""
+def claim(session: Session, host_ids: Iterable[int], now: float) -> dict[int, list[int]]:
+    """Pending pids per host, marked sent in the caller's transaction (so an ack that fails to commit leaves
+    them pending). One query for a whole ingest group."""
     rows = session.execute(
-        select(StackRequest.id, StackRequest.pid).where(
-            StackRequest.host_id == host_id, StackRequest.sent_at.is_(None)
+        select(StackRequest.id, StackRequest.host_id, StackRequest.pid).where(
+            StackRequest.host_id.in_(list(set(host_ids))), StackRequest.sent_at.is_(None)
         )
     ).all()
     if not rows:
-        return []
+        return {}
     session.execute(update(StackRequest).where(StackRequest.id.in_([r.id for r in rows])).values(sent_at=now))
-    return sorted({r.pid for r in rows})
+    pids: dict[int, set[int]] = {}
+    for r in rows:
+        pids.setdefault(r.host_id, set()).add(r.pid)
+    return {h: sorted(p) for h, p in pids.items()}

@@ -36,10 +36,16 @@ def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[str, dict
         proc.kill()
         out, _ = proc.communicate()
         raise AssertionError(f"agent did not exit within {timeout} s:\n{out}") from None
+    assert proc.returncode == 0, f"agent failed ({proc.returncode}):\n{out}"
+    return out, taken(out)
+
+
+def taken(out: str) -> dict[str, int]:
+    """The counts of the agent's final log line (``agent stopped: taken ...``)."""
     m = _TAKEN.search(out)
-    assert proc.returncode == 0 and m, f"agent failed ({proc.returncode}):\n{out}"
+    assert m, f"no final counts in the agent's output:\n{out[-3000:]}"
     keys = ("gpus", "processes", "events", "metrics", "batches", "refused_records", "pending")
-    return out, dict(zip(keys, (int(g) for g in m.groups()), strict=True))
+    return dict(zip(keys, (int(g) for g in m.groups()), strict=True))
 
 
 def sim_args(spool: Path, server_url: str, *extra: Any) -> list[str]:

@@ -134,9 +134,9 @@ def test_two_agents_cannot_share_a_spool(tmp_path: Path) -> None:
 
 
 def test_the_index_of_a_long_outage_is_small_and_ordered() -> None:
-    from agents.spool import _Index
+    from agents.spoolindex import Index
 
-    idx = _Index()
+    idx = Index()
     for seq in range(200_000):  # ~4 days of 2 s batches
         idx.add(seq, 40, 3000)
     assert len(idx) == 200_000 and idx.seq.itemsize * 3 * len(idx.seq) <= 5_000_000

@@ -128,7 +128,7 @@ class LogTailer:
         self.orphan_grace_s = orphan_grace_s
         self.rank_from_filename = rank_from_filename
         self._streams: dict[str, _Stream] = {}
-        self._saved = logstate.load(self.state_dir)
+        self._saved, self._mark = logstate.load(self.state_dir)
         self._handed: dict[str, Saved] | None = None  # None until the first poll: nothing to persist yet
         self._committed: dict[str, Saved] = dict(self._saved)
         self._first_scan = True
@@ -157,11 +157,37 @@ class LogTailer:
         }
         return out
 
-    def commit(self) -> None:
-        """Persist the offsets of everything the last ``poll()`` handed over (call after spooling it)."""
+    def commit(self, mark: logstate.Mark | None = None) -> None:
+        """Persist the offsets of everything the last ``poll()`` handed over (call after spooling it);
+        ``mark`` names the spooled batch that carries the same offsets (see ``pending_offsets``)."""
         if self._handed is not None and self._handed != self._committed:
-            logstate.save(self.state_dir, self._handed)
-            self._committed = dict(self._handed)
+            logstate.save(self.state_dir, self._handed, mark)
+            self._committed, self._mark = dict(self._handed), mark
+
+    def pending_offsets(self) -> dict[str, Any] | None:
+        """The offsets ``commit()`` would persist, as JSON, when they differ from the persisted ones: the agent
+        writes them into the batch it spools, so that spooling the lines and advancing past them is one
+        atomic write; ``resume()`` reads them back after a kill that came before ``commit()``."""
+        if self._handed is None or self._handed == self._committed:
+            return None
+        return {"files": logstate.dump_files(self._handed)}
+
+    def resume(self, mark: logstate.Mark, offsets: dict[str, Any]) -> bool:
+        """Before the first poll: take ``offsets`` (from the spooled batch ``mark``) when they are newer than
+        the state file's, and persist them at once (the batch may be acknowledged and deleted soon)."""
+        if self._handed is not None:
+            raise RuntimeError("resume() must come before the first poll()")
+        newer = self._mark is None or self._mark[0] != mark[0] or mark[1] > self._mark[1]
+        if not newer:
+            return False
+        try:
+            files = logstate.parse_files(offsets["files"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            log.warning("log offsets in spooled batch seq=%d are unreadable (%s): ignored", mark[1], exc)
+            return False
+        logstate.save(self.state_dir, files, mark)
+        self._saved, self._committed, self._mark = dict(files), dict(files), mark
+        return True
 
     def close(self) -> None:
         for s in self._streams.values():

@@ -9,10 +9,6 @@ reuses a seq for different content. Each acknowledged seq is appended (fsynced) 
 answer's status to ``DIR/statuses.log``; the fault tests compare those logs with what the database holds.
 Each event's message names its agent and seq (``<agent> seq=<n> line=<i>``), so stored rows can be matched
 to what was sent by content.
-
-With ``--tail GLOB`` it ships engine log lines instead, as the agent does: the real tailer
-(agents/collectors/logs.py) polls, the events are spooled, then the tailer's offsets are committed; it runs
-until killed.
 """
 
 from __future__ import annotations
@@ -22,13 +18,10 @@ import json
 import os
 import random
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import httpx
-
-from agents.collectors.logs import LogTailer
 
 GPUS_PER_BATCH = 2
 EVENTS_PER_BATCH = 3
@@ -97,23 +90,6 @@ class Generator:
         self.rng = random.Random()
         self.failures = 0
 
-    def produce_from_logs(self, tailer: LogTailer) -> None:
-        events = tailer.poll()
-        if not events:
-            return
-        seq = self.next_seq()
-        _write_atomic(self.seq_file, str(seq + 1))
-        now = time.time()
-        batch = {
-            "agent": {"host": self.args.host, "agent_id": self.args.agent_id, "deployment": "faults"},
-            "seq": seq,
-            "sent_at": now,
-            "events": [asdict(e) for e in events],
-        }
-        _write_atomic(self.spool / f"{seq:010d}.json", json.dumps(batch))
-        # Offsets only after the batch is safely spooled: a crash in between re-reads lines, never loses them.
-        tailer.commit()
-
     def next_seq(self) -> int:
         return int(self.seq_file.read_text()) if self.seq_file.exists() else 0
 
@@ -153,9 +129,6 @@ class Generator:
         return True
 
     def run(self) -> None:
-        if self.args.tail:
-            self.run_tail()
-            return
         next_build = time.monotonic()
         while True:
             now = time.monotonic()
@@ -176,20 +149,6 @@ class Generator:
             else:
                 time.sleep(max(0.0, min(next_build - time.monotonic(), 0.05)))
 
-    def run_tail(self) -> None:
-        tailer = LogTailer(self.args.tail, self.root / "tailer")
-        while True:
-            self.produce_from_logs(tailer)
-            for path in self.pending():
-                if not self.ship_one(path):
-                    self.failures += 1
-                    time.sleep(
-                        self.rng.uniform(0, min(self.args.max_backoff, 0.05 * 2 ** min(self.failures, 6)))
-                    )
-                    break
-                self.failures = 0
-            time.sleep(self.args.interval)
-
 
 def main() -> None:
     p = argparse.ArgumentParser()
@@ -199,9 +158,6 @@ def main() -> None:
     p.add_argument("--agent-id", required=True)
     p.add_argument("--spool", required=True)
     p.add_argument("--batches", type=int, default=0)
-    p.add_argument(
-        "--tail", action="append", default=[], help="ship the lines of these logs; run until killed"
-    )
     p.add_argument("--interval", type=float, default=0.02, help="seconds between batches built")
     p.add_argument("--timeout", type=float, default=5.0)
     p.add_argument("--max-backoff", type=float, default=1.0)

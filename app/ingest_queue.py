@@ -1,0 +1,163 @@
+"""Group commit for ingest: one writer thread stores every batch waiting at that moment in ONE transaction.
+
+A batch costs a handful of statements whatever its size (host bookkeeping, idempotency claim, launch lookup),
+so with many agents the per-batch cost, not the rows, is what limits a server. Requests queue here while a
+transaction is under way; the next transaction takes all of them, so its statements are shared across the
+group (app/ingest_tables.py) and the number of commits stays near the number the database can do, however
+many agents send. A request is answered only after the transaction holding its batch has committed: an
+acknowledged batch is durable. If a group fails for a reason other than the database being unreachable,
+each of its batches is retried alone, so one bad batch fails only its own request.
+
+The queue is bounded by the number of requests in flight (each waits for its answer), which the HTTP
+server bounds.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from fastapi import HTTPException
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from agents import wire
+from app import auth, stack_requests
+from app.db import transaction
+from app.ingest import IngestCache, IngestResult, store_batches
+
+log = logging.getLogger("specwatch.ingest")
+
+MAX_GROUP_BATCHES = 64
+MAX_GROUP_RECORDS = 100_000
+
+
+@dataclass(slots=True)
+class IngestRequest:
+    token: str
+    batch: wire.IngestBatch
+    now: float
+    future: Future[Stored] = field(default_factory=Future)
+
+    @property
+    def records(self) -> int:
+        b = self.batch
+        return len(b.gpus) + len(b.processes) + len(b.events) + len(b.metrics)
+
+
+@dataclass(slots=True)
+class Stored:
+    result: IngestResult
+    stack_requests: list[int]
+    group_size: int
+
+
+def _unreachable(exc: BaseException) -> bool:
+    return isinstance(exc, OperationalError | InterfaceError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+
+
+class IngestWriter:
+    def __init__(self, sessions: sessionmaker[Session], cache: IngestCache) -> None:
+        self.sessions = sessions
+        self.cache = cache
+        self._queue: queue.SimpleQueue[IngestRequest | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.groups = 0  # transactions committed, for /metrics-style introspection and the benchmark
+
+    def submit(self, token: str, batch: wire.IngestBatch, now: float) -> Future[Stored]:
+        req = IngestRequest(token, batch, now)
+        self._ensure_started()
+        self._queue.put(req)
+        return req.future
+
+    def _ensure_started(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="ingest-writer", daemon=True)
+                self._thread.start()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Store what is queued, then stop."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            group, records, stop = [first], first.records, False
+            while len(group) < MAX_GROUP_BATCHES and records < MAX_GROUP_RECORDS:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                group.append(nxt)
+                records += nxt.records
+            self._write(group)
+            if stop:
+                return
+
+    def _write(self, group: list[IngestRequest]) -> None:
+        try:
+            outcomes = self._store(group)
+        except Exception as exc:
+            if len(group) == 1 or _unreachable(exc):
+                for req in group:
+                    req.future.set_exception(exc)
+                return
+            log.warning("a group of %d batches failed (%s); storing each alone", len(group), exc)
+            for req in group:
+                self._write([req])
+            return
+        for req, outcome in zip(group, outcomes, strict=True):
+            if isinstance(outcome, Stored):
+                req.future.set_result(outcome)
+            else:
+                req.future.set_exception(outcome)
+
+    def _store(self, group: list[IngestRequest]) -> list[Stored | Exception]:
+        learnt = self.cache.overlay()
+        outcomes: list[Stored | Exception] = []
+        with transaction(self.sessions) as session:
+            known = auth.verify_tokens(session, {r.token for r in group})
+            accepted: list[IngestRequest] = []
+            for req in group:
+                info = known.get(req.token)
+                if info is None:
+                    outcomes.append(
+                        HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+                    )
+                elif info.host_name != req.batch.agent.host:
+                    host = req.batch.agent.host
+                    outcomes.append(
+                        HTTPException(403, f"this token is for host {info.host_name!r}, not {host!r}")
+                    )
+                else:
+                    accepted.append(req)
+                    outcomes.append(HTTPException(500, "not stored"))  # replaced below
+            results = store_batches(session, [(r.batch, r.now) for r in accepted], learnt)
+            now = max((r.now for r in accepted), default=0.0)
+            hosts = {res.host_id for res in results if res.host_id is not None}
+            pids = stack_requests.claim(session, hosts, now) if hosts else {}
+        self.cache.absorb(learnt)
+        self.groups += 1
+        by_req = dict(zip((id(r) for r in accepted), results, strict=True))
+        for i, req in enumerate(group):
+            res = by_req.get(id(req))
+            if res is not None:
+                claimed = pids.pop(res.host_id, []) if res.host_id is not None else []
+                outcomes[i] = Stored(res, claimed, len(group))
+        return outcomes

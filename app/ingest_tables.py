@@ -1,0 +1,324 @@
+"""The rows of a group of batches, written with as few statements as the group allows.
+
+Each writer takes every batch of one transaction at once: the samples of all of them go into one
+multi-row INSERT per table, and the per-host bookkeeping (last-seen times) into one executemany, so the
+cost of a statement is shared by the whole group instead of paid per batch. Ids of rows that never change
+identity come from :class:`app.ingest.IngestCache`; a miss falls back to insert-if-absent + select, which is
+safe with several servers writing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import Table, bindparam, insert, select, tuple_, update
+from sqlalchemy.orm import Session
+
+from agents import wire
+from app import models
+from app.db import insert_ignore
+
+if TYPE_CHECKING:
+    from app.ingest import IngestCache
+
+# how often a live process's last_seen is refreshed; exits are written at once
+PROCESS_SEEN_EVERY_S = 30.0
+
+
+@dataclass(slots=True)
+class Placed:
+    """A batch with the rows it hangs off: its host and the launch its engine data belongs to."""
+
+    batch: wire.IngestBatch
+    now: float
+    host_id: int
+    launch_id: int | None = None
+
+
+def labels_key(labels: dict[str, str]) -> str:
+    return json.dumps(labels, sort_keys=True, separators=(",", ":"))
+
+
+def _table(model: type[models.Base]) -> Table:
+    """The Core table of a model: executemany on it skips the ORM's per-row bookkeeping."""
+    return cast(Table, model.__table__)
+
+
+def _many(session: Session, stmt: Any, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        session.connection().execute(stmt, rows)
+
+
+def hosts(
+    session: Session, agents: Sequence[tuple[wire.AgentInfo, float]], cache: IngestCache
+) -> dict[str, int]:
+    """Ids of the group's hosts (created on first sight) and their last-seen time, agent version and cadence."""
+    latest: dict[str, tuple[wire.AgentInfo, float]] = {}
+    for agent, now in agents:
+        if agent.host not in latest or now >= latest[agent.host][1]:
+            latest[agent.host] = (agent, now)
+    missing = [h for h in latest if h not in cache.hosts]
+    if missing:
+        insert_ignore(
+            session,
+            models.Host.__table__,
+            [
+                {"name": h, "first_seen": now, "last_seen": now, "interval_s": agent.interval_s}
+                for h, (agent, now) in latest.items()
+                if h in missing
+            ],
+            ["name"],
+        )
+        M = models.Host
+        cache.hosts.update(
+            dict(session.execute(select(M.name, M.id).where(M.name.in_(missing))).all())
+        )
+    H = _table(models.Host)
+    _many(
+        session,
+        update(H)
+        .where(H.c.id == bindparam("hid"))
+        .values(
+            last_seen=bindparam("seen"),
+            agent_version=bindparam("version"),
+            agent_id=bindparam("aid"),
+            interval_s=bindparam("interval"),
+        ),
+        [
+            {
+                "hid": cache.hosts[h],
+                "seen": now,
+                "version": agent.version,
+                "aid": agent.agent_id,
+                "interval": agent.interval_s,
+            }
+            for h, (agent, now) in latest.items()
+        ],
+    )
+    return {h: cache.hosts[h] for h in latest}
+
+
+def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
+    latest: dict[str, tuple[int, wire.GpuSample]] = {}
+    for p in placed:
+        for s in p.batch.gpus:
+            if s.uuid not in latest or s.ts >= latest[s.uuid][1].ts:
+                latest[s.uuid] = (p.host_id, s)
+    if not latest:
+        return 0
+    missing = [u for u in latest if u not in cache.gpus]
+    G = models.Gpu
+    if missing:
+        insert_ignore(
+            session,
+            G.__table__,
+            [
+                {
+                    "host_id": host_id,
+                    "uuid": u,
+                    "index": s.index,
+                    "name": s.name,
+                    "mem_total_bytes": s.mem_total_bytes,
+                    "power_limit_w": s.power_limit_w,
+                    "last_seen": s.ts,
+                }
+                for u, (host_id, s) in latest.items()
+                if u in missing
+            ],
+            ["uuid"],
+        )
+        cache.gpus.update(
+            dict(session.execute(select(G.uuid, G.id).where(G.uuid.in_(missing))).all())
+        )
+    ids = cache.gpus
+    changed: list[dict[str, Any]] = []
+    for u, (host_id, s) in latest.items():
+        meta = (host_id, s.index, s.name, s.mem_total_bytes, s.power_limit_w)
+        if cache.gpu_meta.get(ids[u]) != meta:
+            changed.append(
+                {
+                    "gid": ids[u],
+                    "h": host_id,
+                    "i": s.index,
+                    "n": s.name,
+                    "m": s.mem_total_bytes,
+                    "p": s.power_limit_w,
+                }
+            )
+            cache.gpu_meta[ids[u]] = meta
+    T = _table(G)
+    _many(
+        session,
+        update(T)
+        .where(T.c.id == bindparam("gid"))
+        .values(
+            host_id=bindparam("h"),
+            index=bindparam("i"),
+            name=bindparam("n"),
+            mem_total_bytes=bindparam("m"),
+            power_limit_w=bindparam("p"),
+        ),
+        changed,
+    )
+    newest: dict[int, float] = {}
+    for host_id, s in latest.values():
+        newest[host_id] = max(newest.get(host_id, s.ts), s.ts)
+    # the newest sample's time: /metrics joins the latest sample on it
+    _many(
+        session,
+        update(T).where(T.c.host_id == bindparam("hid")).values(last_seen=bindparam("seen")),
+        [{"hid": h, "seen": ts} for h, ts in newest.items()],
+    )
+    rows = [
+        {
+            "gpu_id": ids[s.uuid],
+            "ts": s.ts,
+            "util_gpu_pct": s.util_gpu_pct,
+            "util_mem_pct": s.util_mem_pct,
+            "mem_used_bytes": s.mem_used_bytes,
+            "power_w": s.power_w,
+            "temp_c": s.temp_c,
+            "sm_clock_mhz": s.sm_clock_mhz,
+            "pcie_tx_bytes_s": s.pcie_tx_bytes_s,
+            "pcie_rx_bytes_s": s.pcie_rx_bytes_s,
+            "processes": [[q.pid, q.used_mem_bytes, q.sm_util_pct] for q in s.processes] or None,
+        }
+        for p in placed
+        for s in p.batch.gpus
+    ]
+    _many(session, insert(_table(models.GpuSample)), rows)
+    return len(rows)
+
+
+def register_processes(session: Session, p: Placed, cache: IngestCache) -> None:
+    """Rows for the batch's processes not stored before (rare: a new engine), tied to the batch's launch."""
+    new: dict[tuple[int, float], wire.ProcessSample] = {}
+    for s in p.batch.processes:
+        key = (s.pid, s.create_time)
+        if (p.host_id, *key) not in cache.processes and (key not in new or s.ts >= new[key].ts):
+            new[key] = s
+    if not new:
+        return
+    P = models.Process
+    insert_ignore(
+        session,
+        P.__table__,
+        [
+            {
+                "host_id": p.host_id,
+                "pid": s.pid,
+                "create_time": s.create_time,
+                "name": s.name,
+                "role": s.role,
+                "engine": s.engine,
+                "rank_label": s.rank,
+                "launch_id": p.launch_id,
+                "cmdline": s.cmdline,
+                "last_seen": s.ts,
+            }
+            for s in new.values()
+        ],
+        ["host_id", "pid", "create_time"],
+    )
+    rows = session.execute(
+        select(P.pid, P.create_time, P.id).where(
+            P.host_id == p.host_id, tuple_(P.pid, P.create_time).in_(list(new))
+        )
+    ).all()
+    for r in rows:
+        cache.processes[(p.host_id, r.pid, r.create_time)] = r.id
+
+
+def processes(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
+    """Process samples of the group; last_seen refreshed every PROCESS_SEEN_EVERY_S, exits written at once."""
+    seen: list[dict[str, Any]] = []
+    exits: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    for p in placed:
+        for s in p.batch.processes:
+            pid_id = cache.processes[(p.host_id, s.pid, s.create_time)]
+            if s.state == "exited":
+                exits.append({"pk": pid_id, "ts": s.ts, "code": s.exit_code})
+            elif s.ts - cache.process_seen.get(pid_id, 0.0) >= PROCESS_SEEN_EVERY_S:
+                seen.append({"pk": pid_id, "ts": s.ts})
+                cache.process_seen[pid_id] = s.ts
+            rows.append(
+                {
+                    "process_id": pid_id,
+                    "ts": s.ts,
+                    "state": s.state,
+                    "threads": s.threads,
+                    "rss_bytes": s.rss_bytes,
+                    "cpu_time_s": s.cpu_time_s,
+                    "cpu_pct": s.cpu_pct,
+                    "io_read_bytes": s.io_read_bytes,
+                }
+            )
+    T = _table(models.Process)
+    _many(session, update(T).where(T.c.id == bindparam("pk")).values(last_seen=bindparam("ts")), seen)
+    _many(
+        session,
+        update(T)
+        .where(T.c.id == bindparam("pk"))
+        .values(last_seen=bindparam("ts"), exited_at=bindparam("ts"), exit_code=bindparam("code")),
+        exits,
+    )
+    _many(session, insert(_table(models.ProcessSample)), rows)
+    return len(rows)
+
+
+def events(session: Session, placed: Sequence[Placed]) -> int:
+    rows = [
+        {
+            "host_id": p.host_id,
+            "launch_id": p.launch_id,
+            "rank_label": e.rank,
+            "ts": e.ts,
+            "kind": e.kind,
+            "severity": e.severity,
+            "source": e.source,
+            "message": e.message,
+            "fields": e.fields or None,
+        }
+        for p in placed
+        for e in p.batch.events
+    ]
+    _many(session, insert(_table(models.Event)), rows)
+    return len(rows)
+
+
+def metrics(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
+    keyed: dict[tuple[int, str, str], dict[str, str]] = {}
+    for p in placed:
+        for m in p.batch.metrics:
+            keyed.setdefault((p.host_id, m.name, labels_key(m.labels)), m.labels)
+    missing = [k for k in keyed if k not in cache.series]
+    S = models.MetricSeries
+    if missing:
+        insert_ignore(
+            session,
+            S.__table__,
+            [{"host_id": h, "name": n, "labels_key": k, "labels": keyed[(h, n, k)]} for h, n, k in missing],
+            ["host_id", "name", "labels_key"],
+        )
+        for r in session.execute(
+            select(S.host_id, S.name, S.labels_key, S.id).where(
+                tuple_(S.host_id, S.name, S.labels_key).in_(missing)
+            )
+        ):
+            cache.series[(r.host_id, r.name, r.labels_key)] = r.id
+    rows = [
+        {
+            "series_id": cache.series[(p.host_id, m.name, labels_key(m.labels))],
+            "launch_id": p.launch_id,
+            "ts": m.ts,
+            "value": m.value,
+        }
+        for p in placed
+        for m in p.batch.metrics
+    ]
+    _many(session, insert(_table(models.MetricSample)), rows)
+    return len(rows)

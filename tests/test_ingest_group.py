@@ -1,0 +1,111 @@
+"""Group commit: batches stored in one transaction still get one answer each, as if each had been alone —
+a re-send is a duplicate, a bad token or another host's token is refused, a batch the database cannot hold
+fails alone, and everything else of the group is stored once."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+from fastapi import HTTPException
+from pydantic import TypeAdapter
+from sqlalchemy import func, select
+
+from agents import wire
+from app import models
+from app.db import make_engine, session_factory
+from app.ingest import IngestCache
+from app.ingest_queue import IngestRequest, IngestWriter, Stored
+from tests.support import make_batch
+
+BATCH = TypeAdapter(wire.IngestBatch)
+
+
+def _req(token: str, body: dict[str, Any]) -> IngestRequest:
+    return IngestRequest(token, BATCH.validate_python(body), body["sent_at"])
+
+
+def test_one_transaction_many_answers(db_url: str, make_token) -> None:  # type: ignore[no-untyped-def]
+    tok_a, tok_b = make_token("node-a"), make_token("node-b")
+    a0 = make_batch(host="node-a", agent_id="agent-aaaa-0001", seq=0)
+    a1 = make_batch(host="node-a", agent_id="agent-aaaa-0001", seq=1)
+    b0 = make_batch(host="node-b", agent_id="agent-bbbb-0001", seq=0)
+    huge = make_batch(host="node-b", agent_id="agent-bbbb-0001", seq=1)
+    huge["gpus"][0]["mem_used_bytes"] = 2**70  # valid JSON, beyond what a 64-bit column holds
+    group = [
+        _req(tok_a, a0),
+        _req(tok_a, copy.deepcopy(a0)),  # the agent re-sent a0 before its answer came
+        _req("swa_not-a-token", make_batch(host="node-a", agent_id="agent-aaaa-0001", seq=7)),
+        _req(tok_a, make_batch(host="node-b", agent_id="agent-aaaa-0001", seq=8)),  # node-a's token, node-b
+        _req(tok_b, huge),
+        _req(tok_a, a1),
+        _req(tok_b, b0),
+    ]
+    engine = make_engine(db_url)
+    try:
+        writer = IngestWriter(session_factory(engine), IngestCache())
+        writer._write(group)
+        outcomes: list[Stored | BaseException] = []
+        for r in group:
+            exc = r.future.exception(timeout=0)
+            outcomes.append(exc if exc is not None else r.future.result(timeout=0))
+
+        first, again, unknown, foreign, bad, second, other = outcomes
+        assert isinstance(first, Stored) and not first.result.duplicate
+        assert first.result.stored == {"gpus": 8, "processes": 8, "events": 1, "metrics": 1}
+        assert isinstance(again, Stored) and again.result.duplicate and again.result.stored == {}
+        assert isinstance(unknown, HTTPException) and unknown.status_code == 401
+        assert isinstance(foreign, HTTPException) and foreign.status_code == 403
+        assert "node-b" in foreign.detail
+        assert not isinstance(
+            bad, Stored | HTTPException
+        )  # the database's own error, mapped to 422 by the app
+        assert isinstance(second, Stored) and not second.result.duplicate
+        assert isinstance(other, Stored) and not other.result.duplicate
+        assert first.result.launch_id == second.result.launch_id == other.result.launch_id
+
+        with session_factory(engine)() as s:
+            keys = sorted(
+                tuple(r) for r in s.execute(select(models.IngestedBatch.agent_id, models.IngestedBatch.seq))
+            )
+            gpu_rows = s.execute(select(func.count()).select_from(models.GpuSample)).scalar_one()
+        assert keys == [("agent-aaaa-0001", 0), ("agent-aaaa-0001", 1), ("agent-bbbb-0001", 0)]
+        assert gpu_rows == 3 * 8  # a0, a1, b0: nothing of the refused batches, nothing twice
+    finally:
+        engine.dispose()
+
+
+def test_concurrent_agents_share_transactions_and_lose_nothing(db_url: str, make_token) -> None:  # type: ignore[no-untyped-def]
+    """Many requests in flight at once are stored in fewer transactions than batches, each batch exactly once."""
+    agents = 12
+    tokens = {f"node-{i:02d}": make_token(f"node-{i:02d}") for i in range(agents)}
+    engine = make_engine(db_url)
+    writer = IngestWriter(session_factory(engine), IngestCache())
+    answers: list[Stored] = []
+    lock = threading.Lock()
+
+    def agent(host: str) -> None:
+        for seq in range(10):
+            body = make_batch(host=host, agent_id=f"agent-{host}", seq=seq, n_gpus=2)
+            got = writer.submit(tokens[host], BATCH.validate_python(body), body["sent_at"]).result(timeout=60)
+            with lock:
+                answers.append(got)
+
+    try:
+        threads = [threading.Thread(target=agent, args=(h,)) for h in tokens]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        writer.close()
+        with session_factory(engine)() as s:
+            stored = s.execute(select(func.count()).select_from(models.IngestedBatch)).scalar_one()
+            gpus = s.execute(select(func.count()).select_from(models.GpuSample)).scalar_one()
+        assert len(answers) == stored == agents * 10
+        assert gpus == agents * 10 * 2
+        assert not any(a.result.duplicate for a in answers)
+        assert writer.groups < agents * 10  # some batches shared a transaction
+        assert max(a.group_size for a in answers) > 1
+    finally:
+        engine.dispose()
