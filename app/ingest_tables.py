@@ -73,9 +73,7 @@ def hosts(
             ["name"],
         )
         M = models.Host
-        cache.hosts.update(
-            dict(session.execute(select(M.name, M.id).where(M.name.in_(missing))).all())
-        )
+        cache.hosts.update(dict(session.execute(select(M.name, M.id).where(M.name.in_(missing))).all()))
     H = _table(models.Host)
     _many(
         session,
@@ -130,9 +128,7 @@ def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
             ],
             ["uuid"],
         )
-        cache.gpus.update(
-            dict(session.execute(select(G.uuid, G.id).where(G.uuid.in_(missing))).all())
-        )
+        cache.gpus.update(dict(session.execute(select(G.uuid, G.id).where(G.uuid.in_(missing))).all()))
     ids = cache.gpus
     changed: list[dict[str, Any]] = []
     for u, (host_id, s) in latest.items():

@@ -246,7 +246,7 @@ def alert_metrics(s: Session, now: float) -> Iterator[Metric]:
     yield from (total, pending, oldest)
 
 
-def ingest_metrics(stats: Any) -> Iterator[Metric]:
+def ingest_metrics(stats: Any, transactions: int | None = None) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "specwatch_ingest_batches", "Batches this server process accepted (per process).", value=stats.batches
     )
@@ -267,6 +267,12 @@ def ingest_metrics(stats: Any) -> Iterator[Metric]:
         count_value=stats.batches,
         sum_value=stats.latency_sum_s,
     )
+    if transactions is not None:
+        yield CounterMetricFamily(
+            "specwatch_ingest_transactions",
+            "Ingest transactions committed by this process; batches ÷ transactions is the group-commit size.",
+            value=transactions,
+        )
 
 
 class StateCollector:
@@ -288,7 +294,8 @@ class StateCollector:
             yield from incident_metrics(s)
             yield from agent_metrics(s)
             yield from alert_metrics(s, now)
-        yield from ingest_metrics(self.app.state.ingest_stats)
+        writer = getattr(self.app.state, "ingest_writer", None)
+        yield from ingest_metrics(self.app.state.ingest_stats, writer.groups if writer is not None else None)
         yield GaugeMetricFamily(
             "specwatch_metrics_collect_seconds",
             "Time this process took to build the previous part of this scrape from the database.",

@@ -181,6 +181,18 @@ def core_insert_rate(url: str, n_batches: int) -> float:
     return n_batches * RECORDS_PER_BATCH / elapsed
 
 
+def group_commit_size(base_url: str) -> float | None:
+    """Batches per ingest transaction, from the server's own /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(httpx.get(base_url + "/metrics", timeout=30).text):
+        for sample in family.samples:
+            values[sample.name] = sample.value
+    tx = values.get("specwatch_ingest_transactions_total")
+    return round(values["specwatch_ingest_batches_total"] / tx, 1) if tx else None
+
+
 def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str, Any]:
     tokens = {
         f"bench-{i:03d}": cli(
@@ -197,6 +209,7 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str,
     n, lat, errors = asyncio.run(load(server.base_url, tokens, seconds))
     wall = time.time() - t0
     cpu1 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+    batches_per_tx = group_commit_size(server.base_url)
     server.stop()
     lat.sort()
     http_rate = n * RECORDS_PER_BATCH / wall
@@ -211,6 +224,10 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str,
         "p50_ms": round(1000 * statistics.median(lat), 1),
         "p99_ms": round(1000 * lat[int(0.99 * (len(lat) - 1))], 1),
         "server_cpu_cores": round((cpu1 - cpu0) / wall, 2),
+        # load-independent: what one core of server time stores (the machine is shared with the load generator)
+        "server_cpu_ms_per_batch": round(1000 * (cpu1 - cpu0) / max(n, 1), 2),
+        "samples_per_server_cpu_s": round(n * RECORDS_PER_BATCH / max(cpu1 - cpu0, 1e-9)),
+        "batches_per_transaction": batches_per_tx,
         "errors": len(errors),
         "raw_store_batch_samples_per_s": round(raw),
         "raw_core_insert_samples_per_s": round(core),

@@ -109,7 +109,7 @@ def test_deadlock_over_http_names_the_culprit_and_survives_a_restart(db_url: str
 
         # the agent is asked for a py-spy dump of the suspect; the dump it sends back becomes evidence
         until(
-            "a stack request", lambda: any(1002 in a["stack_requests"] for a in agent.acks), agent, timeout=20
+            "a stack request", lambda: any(1002 in a["stack_requests"] for a in agent.acks), agent, timeout=45
         )
         dump = "Thread 1002 (idle): MainThread\n    barrier (torch/distributed/distributed_c10d.py:4159)"
         stack = {"pid": 1002, "top_frame": "distributed_c10d.py:4159", "function": "barrier"}
