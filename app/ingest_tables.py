@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select, tuple_, update
+from sqlalchemy import JSON, Table, bindparam, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from agents import wire
 from app import models
-from app.db import insert_ignore
+from app.db import insert_ignore, json_dumps
 
 if TYPE_CHECKING:
     from app.ingest import IngestCache
@@ -50,6 +50,35 @@ def _table(model: type[models.Base]) -> Table:
 def _many(session: Session, stmt: Any, rows: list[dict[str, Any]]) -> None:
     if rows:
         session.connection().execute(stmt, rows)
+
+
+def bulk_insert(session: Session, model: type[models.Base], rows: list[dict[str, Any]]) -> None:
+    """Append-only sample rows, the bulk of every batch, handed to the driver without SQLAlchemy's per-row
+    parameter processing: PostgreSQL ``COPY ... FROM STDIN`` (several times an INSERT's rate), SQLite one
+    prepared INSERT run over all rows. JSON columns are encoded here, as the JSON type would have."""
+    if not rows:
+        return
+    table = _table(model)
+    columns = list(rows[0])
+    encode = {c for c in columns if isinstance(table.c[c].type, JSON)}
+    values = [
+        tuple(
+            None if (c in encode and r[c] is None) else json_dumps(r[c]) if c in encode else r[c]
+            for c in columns
+        )
+        for r in rows
+    ]
+    conn = session.connection()
+    quote = conn.dialect.identifier_preparer.quote
+    names = ", ".join(quote(c) for c in columns)
+    if conn.dialect.name == "postgresql":
+        raw: Any = conn.connection.driver_connection
+        with raw.cursor() as cur, cur.copy(f"COPY {quote(table.name)} ({names}) FROM STDIN") as copy:
+            for v in values:
+                copy.write_row(v)
+    else:
+        marks = ", ".join("?" for _ in columns)
+        conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})", values)
 
 
 def hosts(
@@ -185,7 +214,7 @@ def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
         for p in placed
         for s in p.batch.gpus
     ]
-    _many(session, insert(_table(models.GpuSample)), rows)
+    bulk_insert(session, models.GpuSample, rows)
     return len(rows)
 
 
@@ -262,7 +291,7 @@ def processes(session: Session, placed: Sequence[Placed], cache: IngestCache) ->
         .values(last_seen=bindparam("ts"), exited_at=bindparam("ts"), exit_code=bindparam("code")),
         exits,
     )
-    _many(session, insert(_table(models.ProcessSample)), rows)
+    bulk_insert(session, models.ProcessSample, rows)
     return len(rows)
 
 
@@ -282,7 +311,7 @@ def events(session: Session, placed: Sequence[Placed]) -> int:
         for p in placed
         for e in p.batch.events
     ]
-    _many(session, insert(_table(models.Event)), rows)
+    bulk_insert(session, models.Event, rows)
     return len(rows)
 
 
@@ -316,5 +345,5 @@ def metrics(session: Session, placed: Sequence[Placed], cache: IngestCache) -> i
         for p in placed
         for m in p.batch.metrics
     ]
-    _many(session, insert(_table(models.MetricSample)), rows)
+    bulk_insert(session, models.MetricSample, rows)
     return len(rows)

@@ -2,6 +2,7 @@
 and PostgreSQL, beside the raw bulk-insert rate of the same rows straight into the same database.
 
     python benchmarks/ingest.py [--seconds 20] [--agents 32] [--backend sqlite|postgres|both]
+                                [--events 4] [--metrics 0]
 
 A batch is what one 8-GPU host sends every 2 s at 1 s sampling: 16 GPU samples, 16 process samples and
 4 log events (36 records). "samples/s" counts every record stored.
@@ -70,7 +71,7 @@ def batch(host: str, agent_id: str, seq: int, t: float) -> dict[str, Any]:
                     "gpu_uuids": [f"GPU-{host}-{i}"],
                 }
             )
-    for k in range(4):
+    for k in range(SHAPE["events"]):
         events.append(
             {
                 "ts": t - 0.5 * k,
@@ -88,11 +89,31 @@ def batch(host: str, agent_id: str, seq: int, t: float) -> dict[str, Any]:
         "gpus": gpus,
         "processes": procs,
         "events": events,
-        "metrics": [],
+        "metrics": [
+            {
+                "ts": t,
+                "name": METRIC_NAMES[k % len(METRIC_NAMES)],
+                "value": 1.0 * k,
+                "labels": {"tp_rank": "0"},
+            }
+            for k in range(SHAPE["metrics"])
+        ],
     }
 
 
+# --events / --metrics change the shape; the default is the smallest batch a busy 8-GPU host sends
+SHAPE = {"events": 4, "metrics": 0}
 RECORDS_PER_BATCH = 36
+METRIC_NAMES = [
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:gen_throughput",
+    "sglang:token_usage",
+    "sglang:spec_accept_length",
+    "sglang:generation_tokens_total",
+    "sglang:prompt_tokens_total",
+    "sglang:cache_hit_rate",
+]
 
 
 async def agent_loop(
@@ -242,7 +263,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--agents", type=int, default=32)
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--events", type=int, default=4, help="log events per batch (default 4)")
+    ap.add_argument("--metrics", type=int, default=0, help="engine metric samples per batch (default 0)")
     args = ap.parse_args()
+    global RECORDS_PER_BATCH
+    SHAPE.update(events=args.events, metrics=args.metrics)
+    RECORDS_PER_BATCH = 32 + args.events + args.metrics
     results = []
     if args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as d:
