@@ -66,12 +66,26 @@ def _first_line(exc: BaseException) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.logsink import LogSink
     from app.main import create_app
 
     settings = _settings(args, host=args.host, port=args.port)
     _migrated(settings)
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    # a stderr nobody reads must not stop the server (app/logsink.py); uvicorn's own records go the same
+    # way (log_config=None: its loggers propagate to the root logger instead of writing to stderr directly)
+    sink = LogSink().install()
+    try:
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
+            access_log=False,
+            log_config=None,
+        )
+    finally:
+        sink.close()
     return 0
 
 

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -113,11 +114,13 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60, chec
     return proc
 
 
-def wait_http(url: str, timeout: float = 30, proc: subprocess.Popen[Any] | None = None) -> None:
+def wait_http(
+    url: str, timeout: float = 30, proc: subprocess.Popen[Any] | None = None, log: Path | None = None
+) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
+            out = log.read_text(errors="replace") if log else proc.stdout.read() if proc.stdout else ""
             raise AssertionError(f"process exited with {proc.returncode} before {url} answered:\n{out}")
         try:
             if httpx.get(url, timeout=1).status_code < 500:
@@ -129,7 +132,8 @@ def wait_http(url: str, timeout: float = 30, proc: subprocess.Popen[Any] | None 
 
 
 class ServerProcess:
-    """``specwatch serve`` as a real process on a free port."""
+    """``specwatch serve`` as a real process on a free port. Its output goes to a file (``output()``), not a
+    pipe: a pipe that nobody reads fills up after 64 KiB, and the server's log writes then block."""
 
     def __init__(self, database_url: str, env: dict[str, str] | None = None, port: int | None = None) -> None:
         self.database_url = database_url
@@ -137,9 +141,22 @@ class ServerProcess:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc: subprocess.Popen[str] | None = None
+        fd, name = tempfile.mkstemp(prefix="specwatch-server-", suffix=".log")
+        os.close(fd)
+        self.log_path = Path(name)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self, timeout: float = 60) -> ServerProcess:
-        self.proc = subprocess.Popen(
+        with open(self.log_path, "a") as out:
+            self.proc = self.spawn(out)
+        wait_http(self.base_url + "/healthz", timeout=timeout, proc=self.proc, log=self.log_path)
+        return self
+
+    def spawn(self, out: Any) -> subprocess.Popen[str]:
+        """The server process with its output to ``out`` (a file or a descriptor); start() waits for it."""
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -152,12 +169,10 @@ class ServerProcess:
             ],
             cwd=ROOT,
             env=self.env,
-            stdout=subprocess.PIPE,
+            stdout=out,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        wait_http(self.base_url + "/healthz", timeout=timeout, proc=self.proc)
-        return self
 
     def stop(self, sig: int | None = None) -> None:
         if self.proc is None:
