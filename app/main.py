@@ -25,6 +25,7 @@ from app.db import make_engine, session_factory, transaction
 from app.detector_job import DetectorService
 from app.ingest import IngestCache
 from app.ingest_queue import IngestWriter
+from app.logsink import Throttle
 from app.settings import Settings
 
 log = logging.getLogger("specwatch")
@@ -141,6 +142,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     alerts.attach(app)
     promexport.attach(app)
 
+    # during an outage every agent retries: one line per 503 would be thousands of identical lines
+    unavailable_log = Throttle(30.0)
+
     @app.exception_handler(DBAPIError)
     async def database_error(request: Request, exc: Exception) -> JSONResponse:
         # Whatever happened, the unit of work rolled back: nothing of the request was stored.
@@ -151,7 +155,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if isinstance(exc, OperationalError | InterfaceError) or getattr(
             exc, "connection_invalidated", False
         ):
-            log.warning("database unavailable on %s: %s", request.url.path, first_line)
+            held = unavailable_log.allow("database", time.time())
+            if held is not None:
+                more = f" ({held} more 503s since the last such line)" if held else ""
+                log.warning("database unavailable on %s: %s%s", request.url.path, first_line, more)
             return JSONResponse(
                 {"detail": "database unavailable, retry later"}, status_code=503, headers={"Retry-After": "2"}
             )
