@@ -53,7 +53,24 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
     kwargs.setdefault("pool_pre_ping", True)
+    # libpq waits forever by default: for a connect to a host that takes the connection but never answers,
+    # and on a connection whose peer vanished without a reset (a failover, a dropped route), until the
+    # kernel gives up after many minutes. A job or request stuck there holds its pool slot all that time.
+    # Settings in the URL's query win.
+    given = set(make_url(url).query)
+    connect_args = {k: v for k, v in PG_CONNECT_DEFAULTS.items() if k not in given}
+    kwargs["connect_args"] = {**connect_args, **kwargs.get("connect_args", {})}
     return create_engine(url, **kwargs)
+
+
+PG_CONNECT_DEFAULTS: dict[str, int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,  # ms: data sent and not acknowledged this long ends the connection
+}
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
