@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Annotated, Any, Literal
 
@@ -64,7 +63,7 @@ async def ingest(
         check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
     except BatchRejected as exc:
         raise HTTPException(422, str(exc)) from exc
-    stored = await asyncio.wrap_future(app_state.ingest_writer.submit(token, batch, now))
+    stored = await app_state.ingest_writer.store(token, batch, now)
     for hook in getattr(app_state, "after_ingest", []):
         hook(batch, stored.result, now)
     app_state.ingest_stats.observe(batch, stored.result, time.perf_counter() - t0)

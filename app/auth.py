@@ -51,9 +51,9 @@ def verify_tokens(session: Session, tokens: Iterable[str]) -> dict[str, TokenInf
     ).all()
     found: dict[str, TokenInfo] = {}
     for row in rows:
-        for digest, token in digests.items():
-            if hmac.compare_digest(row.token_hash, digest):
-                found[token] = TokenInfo(id=row.id, host_name=row.host_name)
+        token = digests.get(row.token_hash)
+        if token is not None and hmac.compare_digest(row.token_hash, hash_token(token)):
+            found[token] = TokenInfo(id=row.id, host_name=row.host_name)
     return found
 
 

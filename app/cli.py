@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
+from app.logsink import LOG_FORMAT
 
 # Modules that add subcommands: each has register(subparsers) which sets ``func`` on its parser.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.launch = launch
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=LOG_FORMAT,
     )
     for noisy in ("alembic", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,21 +70,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.logsink import LogSink
     from app.main import create_app
 
-    settings = _settings(args, host=args.host, port=args.port)
-    _migrated(settings)
-    app = create_app(settings)
+    settings = _settings(args, host=args.host, port=args.port, workers=args.workers)
+    url = _migrated(settings)
     # a stderr nobody reads must not stop the server (app/logsink.py); uvicorn's own records go the same
     # way (log_config=None: its loggers propagate to the root logger instead of writing to stderr directly)
+    common: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": "warning",
+        "access_log": False,
+        "log_config": None,
+    }
     sink = LogSink().install()
     try:
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level="warning",
-            access_log=False,
-            log_config=None,
-        )
+        if settings.workers > 1:
+            # uvicorn starts each worker process from an import string; the settings reach them through the
+            # environment, which create_app() reads
+            os.environ["SPECWATCH_DATABASE_URL"] = url
+            uvicorn.run("app.main:create_worker_app", factory=True, workers=settings.workers, **common)
+        else:
+            uvicorn.run(create_app(settings), **common)
     finally:
         sink.close()
     return 0
@@ -216,6 +222,9 @@ def register(sub: Any) -> None:
     _db_arg(p)
     p.add_argument("--host", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument(
+        "--workers", type=int, help="server processes on the port (default 1; see docs/scaling.md)"
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("token", help="manage agent tokens")

@@ -48,7 +48,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         # pysqlite's own transaction handling defers BEGIN; take the write lock at the start instead, so two
         # writers queue on busy_timeout rather than failing with "database is locked" on upgrade.
-        event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        event.listen(engine, "begin", _sqlite_begin)
         return engine
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
@@ -73,6 +73,14 @@ PG_CONNECT_DEFAULTS: dict[str, int] = {
 }
 
 
+READ_ONLY = "specwatch_read_only"
+
+
+def _sqlite_begin(conn: Any) -> None:
+    # a read-only transaction (read_transaction) stays deferred: it never takes the write lock
+    conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE")
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     dbapi_conn.isolation_level = None  # let the "begin" hook above issue BEGIN IMMEDIATE
     cur = dbapi_conn.cursor()
@@ -91,6 +99,15 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
 def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One unit of work: commit on success, roll back on any error."""
     with factory() as session, session.begin():
+        yield session
+
+
+@contextmanager
+def read_transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A unit of work that only reads (one consistent snapshot). On SQLite it does not hold the write lock,
+    so ingest commits go on while, say, the detector reads what arrived."""
+    with factory() as session:
+        session.connection(execution_options={READ_ONLY: True})
         yield session
 
 

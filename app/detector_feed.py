@@ -125,23 +125,27 @@ class Feed:
 
     def _events(self, s: Session, floor: int) -> list[tuple[int, Record]]:
         E = models.Event
-        rows = s.execute(
-            select(
-                E.id,
-                E.host_id,
-                E.launch_id,
-                E.rank_label,
-                E.ts,
-                E.kind,
-                E.severity,
-                E.source,
-                E.message,
-                E.fields,
+        rows = (
+            s.connection()
+            .execute(  # Core: no ORM row loading for the bulk of the feed
+                select(
+                    E.id,
+                    E.host_id,
+                    E.launch_id,
+                    E.rank_label,
+                    E.ts,
+                    E.kind,
+                    E.severity,
+                    E.source,
+                    E.message,
+                    E.fields,
+                )
+                .where(E.id > floor)
+                .order_by(E.id)
+                .limit(self.chunk)
             )
-            .where(E.id > floor)
-            .order_by(E.id)
-            .limit(self.chunk)
-        ).all()
+            .all()
+        )
         return [
             (
                 r.id,
@@ -166,31 +170,35 @@ class Feed:
 
     def _processes(self, s: Session, floor: int) -> list[tuple[int, Record]]:
         S, P = models.ProcessSample, models.Process
-        rows = s.execute(
-            select(
-                S.id,
-                S.ts,
-                S.state,
-                S.threads,
-                S.rss_bytes,
-                S.cpu_time_s,
-                S.cpu_pct,
-                S.io_read_bytes,
-                P.host_id,
-                P.launch_id,
-                P.pid,
-                P.create_time,
-                P.name,
-                P.role,
-                P.engine,
-                P.rank_label,
-                P.exit_code,
+        rows = (
+            s.connection()
+            .execute(  # Core: no ORM row loading for the bulk of the feed
+                select(
+                    S.id,
+                    S.ts,
+                    S.state,
+                    S.threads,
+                    S.rss_bytes,
+                    S.cpu_time_s,
+                    S.cpu_pct,
+                    S.io_read_bytes,
+                    P.host_id,
+                    P.launch_id,
+                    P.pid,
+                    P.create_time,
+                    P.name,
+                    P.role,
+                    P.engine,
+                    P.rank_label,
+                    P.exit_code,
+                )
+                .join(P, P.id == S.process_id)
+                .where(S.id > floor)
+                .order_by(S.id)
+                .limit(self.chunk)
             )
-            .join(P, P.id == S.process_id)
-            .where(S.id > floor)
-            .order_by(S.id)
-            .limit(self.chunk)
-        ).all()
+            .all()
+        )
         return [
             (
                 r.id,
@@ -222,25 +230,29 @@ class Feed:
 
     def _gpus(self, s: Session, floor: int) -> list[tuple[int, Record]]:
         S, G = models.GpuSample, models.Gpu
-        rows = s.execute(
-            select(
-                S.id,
-                S.ts,
-                S.util_gpu_pct,
-                S.mem_used_bytes,
-                S.power_w,
-                S.processes,
-                G.host_id,
-                G.uuid,
-                G.index.label("gpu_index"),
-                G.power_limit_w,
-                G.mem_total_bytes,
+        rows = (
+            s.connection()
+            .execute(  # Core: no ORM row loading for the bulk of the feed
+                select(
+                    S.id,
+                    S.ts,
+                    S.util_gpu_pct,
+                    S.mem_used_bytes,
+                    S.power_w,
+                    S.processes,
+                    G.host_id,
+                    G.uuid,
+                    G.index.label("gpu_index"),
+                    G.power_limit_w,
+                    G.mem_total_bytes,
+                )
+                .join(G, G.id == S.gpu_id)
+                .where(S.id > floor)
+                .order_by(S.id)
+                .limit(self.chunk)
             )
-            .join(G, G.id == S.gpu_id)
-            .where(S.id > floor)
-            .order_by(S.id)
-            .limit(self.chunk)
-        ).all()
+            .all()
+        )
         return [
             (
                 r.id,
@@ -269,13 +281,17 @@ class Feed:
 
     def _metrics(self, s: Session, floor: int) -> list[tuple[int, Record]]:
         M, S = models.MetricSample, models.MetricSeries
-        rows = s.execute(
-            select(M.id, M.ts, M.value, M.launch_id, S.host_id, S.name)
-            .join(S, S.id == M.series_id)
-            .where(M.id > floor, S.name.in_(DETECTOR_METRICS))
-            .order_by(M.id)
-            .limit(self.chunk)
-        ).all()
+        rows = (
+            s.connection()
+            .execute(  # Core: no ORM row loading for the bulk of the feed
+                select(M.id, M.ts, M.value, M.launch_id, S.host_id, S.name)
+                .join(S, S.id == M.series_id)
+                .where(M.id > floor, S.name.in_(DETECTOR_METRICS))
+                .order_by(M.id)
+                .limit(self.chunk)
+            )
+            .all()
+        )
         return [
             (
                 r.id,

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
 from app import incidents, models, stack_requests
-from app.db import insert_ignore, transaction
+from app.db import insert_ignore, read_transaction, transaction
 from app.detect import HANG_KINDS, Decision, DetectConfig, Detector, Finding
 from app.detector_feed import Feed
 from app.rankstate import (
@@ -71,10 +71,14 @@ class DetectorService:
 
     # --- the tick ----------------------------------------------------------------------------------------
     def tick(self, now: float) -> list[Decision]:
-        with transaction(self.sessions) as s:
+        # reading what arrived takes most of a tick: do it outside the write transaction, so that on SQLite
+        # ingest is not held up behind it
+        with read_transaction(self.sessions) as s:
             if not self.loaded:
                 self._load(s, now)
-            for rec in self.feed.read(s):
+            records = self.feed.read(s)
+        with transaction(self.sessions) as s:
+            for rec in records:
                 launch = rec.launch or ""
                 if rec.source == "event":
                     apply_event(self.fleet, launch, rec.host, rec.item)

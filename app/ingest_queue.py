@@ -14,6 +14,8 @@ server bounds.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -41,6 +43,8 @@ class IngestRequest:
     batch: wire.IngestBatch
     now: float
     future: Future[Stored] = field(default_factory=Future)
+    # set for a request awaited on an event loop: the writer wakes each loop once per group, not per request
+    waiter: asyncio.Future[None] | None = None
 
     @property
     def records(self) -> int:
@@ -53,6 +57,23 @@ class Stored:
     result: IngestResult
     stack_requests: list[int]
     group_size: int
+
+
+def _wake(group: list[IngestRequest]) -> None:
+    """One cross-thread call per event loop for the whole group (each costs a syscall and a loop wake-up)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for req in group:
+        if req.waiter is not None:
+            by_loop.setdefault(req.waiter.get_loop(), []).append(req.waiter)
+    for loop, waiters in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(_release, waiters)
+
+
+def _release(waiters: list[asyncio.Future[None]]) -> None:
+    for w in waiters:
+        if not w.done():  # a request whose client went away was cancelled
+            w.set_result(None)
 
 
 def _unreachable(exc: BaseException) -> bool:
@@ -75,6 +96,15 @@ class IngestWriter:
         self._ensure_started()
         self._queue.put(req)
         return req.future
+
+    async def store(self, token: str, batch: wire.IngestBatch, now: float) -> Stored:
+        """Queue the batch and wait, on the event loop, for the commit of the group that holds it."""
+        req = IngestRequest(token, batch, now, waiter=asyncio.get_running_loop().create_future())
+        self._ensure_started()
+        self._queue.put(req)
+        assert req.waiter is not None
+        await req.waiter
+        return req.future.result()
 
     def _ensure_started(self) -> None:
         with self._lock:
@@ -107,6 +137,7 @@ class IngestWriter:
                 group.append(nxt)
                 records += nxt.records
             self._write(group)
+            _wake(group)
             if stop:
                 return
 

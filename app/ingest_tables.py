@@ -60,14 +60,12 @@ def bulk_insert(session: Session, model: type[models.Base], rows: list[dict[str,
         return
     table = _table(model)
     columns = list(rows[0])
-    encode = {c for c in columns if isinstance(table.c[c].type, JSON)}
-    values = [
-        tuple(
-            None if (c in encode and r[c] is None) else json_dumps(r[c]) if c in encode else r[c]
-            for c in columns
-        )
-        for r in rows
-    ]
+    values = [tuple(r.values()) for r in rows]  # every row dict is built with the same keys in the same order
+    for i, c in enumerate(columns):
+        if isinstance(table.c[c].type, JSON):
+            for k, v in enumerate(values):
+                if v[i] is not None:
+                    values[k] = (*v[:i], json_dumps(v[i]), *v[i + 1 :])
     conn = session.connection()
     quote = conn.dialect.identifier_preparer.quote
     names = ", ".join(quote(c) for c in columns)

@@ -16,6 +16,7 @@ import threading
 from logging.handlers import QueueHandler
 
 DEFAULT_MAX_RECORDS = 10_000
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 log = logging.getLogger("specwatch.log")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -25,7 +26,7 @@ from app.db import make_engine, session_factory, transaction
 from app.detector_job import DetectorService
 from app.ingest import IngestCache
 from app.ingest_queue import IngestWriter
-from app.logsink import Throttle
+from app.logsink import LOG_FORMAT, LogSink, Throttle
 from app.settings import Settings
 
 log = logging.getLogger("specwatch")
@@ -200,3 +201,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     access.install(app, settings)
     app.add_middleware(AccessControl, settings=settings, factory=app.state.sessions)
     return app
+
+
+def create_worker_app() -> FastAPI:
+    """The app of one `serve --workers N` process. uvicorn starts each in a fresh interpreter that never ran
+    the CLI's logging set-up: the same format, through the same non-blocking sink."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    atexit.register(LogSink().install().close)
+    return create_app()

@@ -37,6 +37,14 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address `specwatch serve` binds.")
     port: int = Field(8000, description="Port `specwatch serve` binds.")
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Server processes `specwatch serve` runs on the one port. Each takes ingest and serves the "
+        "dashboard; one at a time (the leader) runs the detector and the alert sender. One process stores "
+        "about one core's worth of batches (docs/scaling.md).",
+    )
     public_url: str | None = Field(None, description="Base URL of the dashboard, used in alert links.")
     max_body_bytes: int = Field(8 * 1024 * 1024, description="Largest decompressed ingest body accepted.")
     max_future_skew_s: float = Field(

@@ -102,7 +102,7 @@ def batch(host: str, agent_id: str, seq: int, t: float) -> dict[str, Any]:
 
 
 # --events / --metrics change the shape; the default is the smallest batch a busy 8-GPU host sends
-SHAPE = {"events": 4, "metrics": 0}
+SHAPE = {"events": 4, "metrics": 0, "workers": 1}
 RECORDS_PER_BATCH = 36
 METRIC_NAMES = [
     "sglang:num_running_reqs",
@@ -221,7 +221,10 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str,
         ).stdout.strip()
         for i in range(n_agents)
     }
-    server = ServerProcess(url, env={"SPECWATCH_PRUNE_INTERVAL_S": "3600"}).start()
+    server = ServerProcess(
+        url, env={"SPECWATCH_PRUNE_INTERVAL_S": "3600", "SPECWATCH_WORKERS": str(SHAPE["workers"])}
+    ).start()
+    time.sleep(2 if SHAPE["workers"] > 1 else 0)  # every worker up, not only the first to answer
     assert server.proc is not None
     proc = psutil.Process(server.proc.pid)
     procs = [proc, *proc.children(recursive=True)]
@@ -239,6 +242,7 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str,
     return {
         "backend": name,
         "agents": n_agents,
+        "server_workers": SHAPE["workers"],
         "seconds": round(wall, 1),
         "batches": n,
         "samples_per_s": round(http_rate),
@@ -265,9 +269,10 @@ def main() -> None:
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     ap.add_argument("--events", type=int, default=4, help="log events per batch (default 4)")
     ap.add_argument("--metrics", type=int, default=0, help="engine metric samples per batch (default 0)")
+    ap.add_argument("--workers", type=int, default=1, help="server processes (specwatch serve --workers)")
     args = ap.parse_args()
     global RECORDS_PER_BATCH
-    SHAPE.update(events=args.events, metrics=args.metrics)
+    SHAPE.update(events=args.events, metrics=args.metrics, workers=args.workers)
     RECORDS_PER_BATCH = 32 + args.events + args.metrics
     results = []
     if args.backend in ("sqlite", "both"):

@@ -153,6 +153,42 @@ def test_concurrent_burst_from_several_agents_is_all_stored(
     assert c["gpu_samples"] == 40 * 8
 
 
+def test_several_server_processes_on_one_port_store_every_batch_once(db_url: str, make_token) -> None:  # type: ignore[no-untyped-def]
+    """`specwatch serve --workers 2`: both processes take ingest (the batches arrive through both), each
+    batch is stored once, and only one of them holds the leader lease."""
+    hosts = [f"gpu-node-{i:02d}" for i in range(6)]
+    tokens = {h: make_token(h) for h in hosts}
+    server = ServerProcess(db_url, env={"SPECWATCH_WORKERS": "2", "SPECWATCH_LEADER_LEASE_S": "2"}).start()
+    try:
+        jobs = [(h, seq) for h in hosts for seq in range(10)] * 2  # every batch sent twice
+
+        def send(job: tuple[str, int]) -> bool:
+            host, seq = job
+            batch = make_batch(host=host, seq=seq, agent_id=f"agent-{host}", n_gpus=2)
+            r = post(server, batch, tokens[host])
+            assert r.status_code == 200, r.text
+            return bool(r.json()["duplicate"])
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
+            duplicates = list(pool.map(send, jobs))
+        assert duplicates.count(False) == 60 and duplicates.count(True) == 60
+        c = counts(db_url)
+        assert c["ingested_batches"] == 60 and c["gpu_samples"] == 60 * 2
+        time.sleep(3)  # a lease period: both workers have tried for the lease
+        engine = create_engine(db_url)
+        with engine.connect() as conn:
+            holders = conn.execute(text("SELECT holder FROM leases")).scalars().all()
+        engine.dispose()
+        assert len(holders) == 1
+        metrics = {httpx.get(server.base_url + "/metrics", timeout=10).text for _ in range(20)}
+        build_lines = {
+            line for text_ in metrics for line in text_.splitlines() if "ingest_batches_total " in line
+        }
+        assert len(build_lines) >= 2, "every answer came from one process: --workers did not start two"
+    finally:
+        server.stop()
+
+
 @pytest.mark.postgres
 def test_database_unreachable_gives_503_and_recovers(pg, make_token) -> None:  # type: ignore[no-untyped-def]
     url = pg.fresh()
