@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
@@ -294,7 +295,7 @@ class Feed:
                         mem_total_bytes=mem_total,
                         power_w=power,
                         power_limit_w=power_limit,
-                        processes=[wire.GpuProcess(pid=p[0]) for p in procs if p and p[0] is not None]
+                        processes=[_gpu_process(p[0]) for p in procs if p and p[0] is not None]
                         if procs
                         else [],
                     ),
@@ -329,6 +330,12 @@ class Feed:
             )
             for r in rows
         ]
+
+
+@lru_cache(maxsize=65536)
+def _gpu_process(pid: int) -> wire.GpuProcess:
+    """The detector reads only the pid of a GPU's processes: one shared, never-mutated object per pid."""
+    return wire.GpuProcess(pid=pid)
 
 
 _TABLE_MODELS: dict[str, Any] = {
