@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from app.models import AgentToken
@@ -40,15 +40,18 @@ class TokenInfo:
     host_name: str
 
 
+_T = AgentToken.__table__.c
+# built once: this runs for every ingest transaction
+_LIVE_TOKENS = select(_T.id, _T.host_name, _T.token_hash).where(
+    _T.token_hash.in_(bindparam("digests", expanding=True)), _T.revoked_at.is_(None)
+)
+
+
 def verify_tokens(session: Session, tokens: Iterable[str]) -> dict[str, TokenInfo]:
     """The host of each known, unrevoked token among ``tokens`` (one query for a whole ingest group). Lookup
     is by hash, so timing reveals nothing of a token; the final comparison is constant-time all the same."""
     digests = {hash_token(t): t for t in tokens}
-    rows = session.execute(
-        select(AgentToken.id, AgentToken.host_name, AgentToken.token_hash).where(
-            AgentToken.token_hash.in_(list(digests)), AgentToken.revoked_at.is_(None)
-        )
-    ).all()
+    rows = session.connection().execute(_LIVE_TOKENS, {"digests": list(digests)}).all()
     found: dict[str, TokenInfo] = {}
     for row in rows:
         token = digests.get(row.token_hash)

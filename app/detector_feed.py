@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import select
@@ -117,7 +119,8 @@ class Feed:
             fresh = [(i, rec) for i, rec in rows if i not in cur.seen]
             self._advance(cur, [i for i, _ in fresh], wall, floor)
             out += [rec for _, rec in fresh]
-        out.sort(key=lambda r: (r.ts, _ORDER[r.source]))
+        # the tables were read in _ORDER, and the sort is stable: records of one timestamp stay in that order
+        out.sort(key=attrgetter("ts"))
         return out
 
     def _launch(self, launch_id: int | None) -> str | None:
@@ -146,26 +149,28 @@ class Feed:
             )
             .all()
         )
+        hosts, launch_key = self.hosts, self._launch
+        # positional unpacking: attribute access on each Row costs more than building the record
         return [
             (
-                r.id,
+                id_,
                 Record(
-                    r.ts,
+                    ts,
                     "event",
-                    self.hosts.get(r.host_id, "?"),
-                    self._launch(r.launch_id),
+                    hosts.get(host_id, "?"),
+                    launch_key(launch_id),
                     wire.Event(
-                        ts=r.ts,
-                        kind=r.kind,
-                        message=r.message,
-                        rank=r.rank_label,
-                        severity=r.severity,
-                        source=r.source,
-                        fields=r.fields or {},
+                        ts=ts,
+                        kind=kind,
+                        message=message,
+                        rank=rank,
+                        severity=severity,
+                        source=source,
+                        fields=fields or {},
                     ),
                 ),
             )
-            for r in rows
+            for id_, host_id, launch_id, rank, ts, kind, severity, source, message, fields in rows
         ]
 
     def _processes(self, s: Session, floor: int) -> list[tuple[int, Record]]:
@@ -199,33 +204,52 @@ class Feed:
             )
             .all()
         )
+        hosts, launch_key = self.hosts, self._launch
         return [
             (
-                r.id,
+                id_,
                 Record(
-                    r.ts,
+                    ts,
                     "process",
-                    self.hosts.get(r.host_id, "?"),
-                    self._launch(r.launch_id),
+                    hosts.get(host_id, "?"),
+                    launch_key(launch_id),
                     wire.ProcessSample(
-                        ts=r.ts,
-                        pid=r.pid,
-                        create_time=r.create_time,
-                        name=r.name,
-                        rank=r.rank_label,
-                        role=r.role,
-                        engine=r.engine,
-                        state=r.state,
-                        threads=r.threads,
-                        rss_bytes=r.rss_bytes,
-                        cpu_time_s=r.cpu_time_s,
-                        cpu_pct=r.cpu_pct,
-                        io_read_bytes=r.io_read_bytes,
-                        exit_code=r.exit_code if r.state == "exited" else None,
+                        ts=ts,
+                        pid=pid,
+                        create_time=create_time,
+                        name=name,
+                        rank=rank,
+                        role=role,
+                        engine=engine,
+                        state=state,
+                        threads=threads,
+                        rss_bytes=rss,
+                        cpu_time_s=cpu_time,
+                        cpu_pct=cpu_pct,
+                        io_read_bytes=io_read,
+                        exit_code=exit_code if state == "exited" else None,
                     ),
                 ),
             )
-            for r in rows
+            for (
+                id_,
+                ts,
+                state,
+                threads,
+                rss,
+                cpu_time,
+                cpu_pct,
+                io_read,
+                host_id,
+                launch_id,
+                pid,
+                create_time,
+                name,
+                role,
+                engine,
+                rank,
+                exit_code,
+            ) in rows
         ]
 
     def _gpus(self, s: Session, floor: int) -> list[tuple[int, Record]]:
@@ -253,30 +277,31 @@ class Feed:
             )
             .all()
         )
+        hosts = self.hosts
         return [
             (
-                r.id,
+                id_,
                 Record(
-                    r.ts,
+                    ts,
                     "gpu",
-                    self.hosts.get(r.host_id, "?"),
+                    hosts.get(host_id, "?"),
                     None,
                     wire.GpuSample(
-                        ts=r.ts,
-                        index=r.gpu_index,
-                        uuid=r.uuid,
-                        util_gpu_pct=r.util_gpu_pct,
-                        mem_used_bytes=r.mem_used_bytes,
-                        mem_total_bytes=r.mem_total_bytes,
-                        power_w=r.power_w,
-                        power_limit_w=r.power_limit_w,
-                        processes=[
-                            wire.GpuProcess(pid=p[0]) for p in (r.processes or []) if p and p[0] is not None
-                        ],
+                        ts=ts,
+                        index=index,
+                        uuid=uuid,
+                        util_gpu_pct=util,
+                        mem_used_bytes=mem_used,
+                        mem_total_bytes=mem_total,
+                        power_w=power,
+                        power_limit_w=power_limit,
+                        processes=[_gpu_process(p[0]) for p in procs if p and p[0] is not None]
+                        if procs
+                        else [],
                     ),
                 ),
             )
-            for r in rows
+            for id_, ts, util, mem_used, power, procs, host_id, uuid, index, power_limit, mem_total in rows
         ]
 
     def _metrics(self, s: Session, floor: int) -> list[tuple[int, Record]]:
@@ -305,6 +330,12 @@ class Feed:
             )
             for r in rows
         ]
+
+
+@lru_cache(maxsize=65536)
+def _gpu_process(pid: int) -> wire.GpuProcess:
+    """The detector reads only the pid of a GPU's processes: one shared, never-mutated object per pid."""
+    return wire.GpuProcess(pid=pid)
 
 
 _TABLE_MODELS: dict[str, Any] = {

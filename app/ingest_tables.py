@@ -47,6 +47,38 @@ def _table(model: type[models.Base]) -> Table:
     return cast(Table, model.__table__)
 
 
+# Statements of every ingest transaction, built once (building a statement costs more than running it)
+_H, _G, _P = _table(models.Host), _table(models.Gpu), _table(models.Process)
+_HOST_SEEN = (
+    update(_H)
+    .where(_H.c.id == bindparam("hid"))
+    .values(
+        last_seen=bindparam("seen"),
+        agent_version=bindparam("version"),
+        agent_id=bindparam("aid"),
+        interval_s=bindparam("interval"),
+    )
+)
+_GPU_META = (
+    update(_G)
+    .where(_G.c.id == bindparam("gid"))
+    .values(
+        host_id=bindparam("h"),
+        index=bindparam("i"),
+        name=bindparam("n"),
+        mem_total_bytes=bindparam("m"),
+        power_limit_w=bindparam("p"),
+    )
+)
+_GPU_SEEN = update(_G).where(_G.c.host_id == bindparam("hid")).values(last_seen=bindparam("seen"))
+_PROCESS_SEEN = update(_P).where(_P.c.id == bindparam("pk")).values(last_seen=bindparam("ts"))
+_PROCESS_EXIT = (
+    update(_P)
+    .where(_P.c.id == bindparam("pk"))
+    .values(last_seen=bindparam("ts"), exited_at=bindparam("ts"), exit_code=bindparam("code"))
+)
+
+
 def _many(session: Session, stmt: Any, rows: list[dict[str, Any]]) -> None:
     if rows:
         session.connection().execute(stmt, rows)
@@ -101,17 +133,9 @@ def hosts(
         )
         M = models.Host
         cache.hosts.update(dict(session.execute(select(M.name, M.id).where(M.name.in_(missing))).all()))
-    H = _table(models.Host)
     _many(
         session,
-        update(H)
-        .where(H.c.id == bindparam("hid"))
-        .values(
-            last_seen=bindparam("seen"),
-            agent_version=bindparam("version"),
-            agent_id=bindparam("aid"),
-            interval_s=bindparam("interval"),
-        ),
+        _HOST_SEEN,
         [
             {
                 "hid": cache.hosts[h],
@@ -172,29 +196,12 @@ def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
                 }
             )
             cache.gpu_meta[ids[u]] = meta
-    T = _table(G)
-    _many(
-        session,
-        update(T)
-        .where(T.c.id == bindparam("gid"))
-        .values(
-            host_id=bindparam("h"),
-            index=bindparam("i"),
-            name=bindparam("n"),
-            mem_total_bytes=bindparam("m"),
-            power_limit_w=bindparam("p"),
-        ),
-        changed,
-    )
+    _many(session, _GPU_META, changed)
     newest: dict[int, float] = {}
     for host_id, s in latest.values():
         newest[host_id] = max(newest.get(host_id, s.ts), s.ts)
     # the newest sample's time: /metrics joins the latest sample on it
-    _many(
-        session,
-        update(T).where(T.c.host_id == bindparam("hid")).values(last_seen=bindparam("seen")),
-        [{"hid": h, "seen": ts} for h, ts in newest.items()],
-    )
+    _many(session, _GPU_SEEN, [{"hid": h, "seen": ts} for h, ts in newest.items()])
     rows = [
         {
             "gpu_id": ids[s.uuid],
@@ -280,15 +287,8 @@ def processes(session: Session, placed: Sequence[Placed], cache: IngestCache) ->
                     "io_read_bytes": s.io_read_bytes,
                 }
             )
-    T = _table(models.Process)
-    _many(session, update(T).where(T.c.id == bindparam("pk")).values(last_seen=bindparam("ts")), seen)
-    _many(
-        session,
-        update(T)
-        .where(T.c.id == bindparam("pk"))
-        .values(last_seen=bindparam("ts"), exited_at=bindparam("ts"), exit_code=bindparam("code")),
-        exits,
-    )
+    _many(session, _PROCESS_SEEN, seen)
+    _many(session, _PROCESS_EXIT, exits)
     bulk_insert(session, models.ProcessSample, rows)
     return len(rows)
 

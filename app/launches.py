@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Container, MutableMapping
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from agents import wire
@@ -51,14 +51,18 @@ class OpenLaunch:
     status: str
 
 
+_L = models.Launch.__table__.c
+# built once: every ingest transaction runs it
+_OPEN = (
+    select(_L.id, _L.last_seen, _L.status)
+    .where(_L.deployment_id == bindparam("dep"), _L.ended_at.is_(None))
+    .order_by(_L.id.desc())
+    .limit(1)
+)
+
+
 def _open_launch(session: Session, dep_id: int) -> OpenLaunch | None:
-    L = models.Launch
-    row = session.execute(
-        select(L.id, L.last_seen, L.status)
-        .where(L.deployment_id == dep_id, L.ended_at.is_(None))
-        .order_by(L.id.desc())
-        .limit(1)
-    ).first()
+    row = session.connection().execute(_OPEN, {"dep": dep_id}).first()
     return None if row is None else OpenLaunch(row.id, row.last_seen, row.status)
 
 

@@ -98,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # apart: a partition drop locks its table until commit, and ingest queues behind that lock
         with transaction(app.state.sessions) as s:
             rollups.prune_rollups(s, now, settings.retention_rollup_s)
+            retention.prune_alert_history(s, now, settings.retention_alerts_s)
 
     def rollup_job(now: float) -> None:
         with transaction(app.state.sessions) as s:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import delete, text
+from sqlalchemy import delete, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -66,3 +66,15 @@ def _delete_rest(session: Session, table: str, cutoff: float, retention_s: float
         result = session.execute(text(f"DELETE FROM {t} WHERE ts < :cutoff"), {"cutoff": cutoff})
         deleted += result.rowcount  # type: ignore[attr-defined]
     return deleted
+
+
+FINISHED = ("delivered", "failed", "suppressed")
+
+
+def prune_alert_history(session: Session, now: float, retention_s: float) -> int:
+    """Forget finished alert deliveries (and their attempts) older than ``retention_s``; pending and in-flight
+    ones stay whatever their age. Returns the deliveries removed."""
+    D, A = models.AlertDelivery, models.AlertAttempt
+    old = select(D.id).where(D.created_at < now - retention_s, D.status.in_(FINISHED))
+    session.execute(delete(A).where(A.delivery_id.in_(old)))
+    return int(session.execute(delete(D).where(D.id.in_(old))).rowcount)  # type: ignore[attr-defined]

@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     retention_rollup_s: float = Field(
         90 * 86400.0, description="How long one-minute GPU rollups (what long-range charts read) are kept."
     )
+    retention_alerts_s: float = Field(
+        90 * 86400.0,
+        description="How long the history of finished alert deliveries (and their attempts) is kept; pending "
+        "ones are kept until sent.",
+    )
     prune_interval_s: float = Field(600.0, description="How often the pruning job runs.")
     partition_ahead_days: int = Field(
         3,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from app.models import StackRequest
@@ -29,14 +29,17 @@ def request(session: Session, host_id: int, pid: int, now: float, incident_id: i
     return True
 
 
+_SR = StackRequest.__table__.c
+# built once: this runs for every ingest transaction
+_PENDING = select(_SR.id, _SR.host_id, _SR.pid).where(
+    _SR.host_id.in_(bindparam("hosts", expanding=True)), _SR.sent_at.is_(None)
+)
+
+
 def claim(session: Session, host_ids: Iterable[int], now: float) -> dict[int, list[int]]:
     """Pending pids per host, marked sent in the caller's transaction (so an ack that fails to commit leaves
     them pending). One query for a whole ingest group."""
-    rows = session.execute(
-        select(StackRequest.id, StackRequest.host_id, StackRequest.pid).where(
-            StackRequest.host_id.in_(list(set(host_ids))), StackRequest.sent_at.is_(None)
-        )
-    ).all()
+    rows = session.connection().execute(_PENDING, {"hosts": list(set(host_ids))}).all()
     if not rows:
         return {}
     session.execute(update(StackRequest).where(StackRequest.id.in_([r.id for r in rows])).values(sent_at=now))

@@ -63,3 +63,36 @@ def test_prune_removes_only_old_samples(db_url: str) -> None:
         left = s.query(models.GpuSample.ts).all()
     assert [round(now - t) for (t,) in left] == [60]
     engine.dispose()
+
+
+def test_alert_history_is_pruned_but_pending_deliveries_stay(db_url: str) -> None:
+    engine = make_engine(db_url)
+    factory = session_factory(engine)
+    now = time.time()
+    old, recent = now - 100 * 86400, now - 86400
+    with transaction(factory) as s:
+        s.execute(
+            insert(models.AlertReceiver).values(
+                id=1, name="oncall", url="http://x", format="generic", created_at=old
+            )
+        )
+        for i, (status, at) in enumerate(
+            [("delivered", old), ("failed", old), ("pending", old), ("delivered", recent)], start=1
+        ):
+            s.execute(
+                insert(models.AlertDelivery).values(
+                    id=i, delivery_id=f"d{i}", receiver_id=1, status=status, next_attempt_at=at, created_at=at
+                )
+            )
+            s.execute(
+                insert(models.AlertAttempt).values(delivery_id=i, at=at, http_status=200, duration_ms=5.0)
+            )
+    with transaction(factory) as s:
+        removed = retention.prune_alert_history(s, now, retention_s=90 * 86400)
+    with factory() as s:
+        left = sorted((d.delivery_id, d.status) for d in s.query(models.AlertDelivery))
+        attempts = sorted(a.delivery_id for a in s.query(models.AlertAttempt))
+    engine.dispose()
+    assert removed == 2
+    assert left == [("d3", "pending"), ("d4", "delivered")]  # an old unsent alert is never dropped
+    assert attempts == [3, 4]
