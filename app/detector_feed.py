@@ -3,35 +3,26 @@ servers on one PostgreSQL the one holding the leader lease sees every batch whic
 
 Each time-series table is read by id from a cursor. PostgreSQL hands out sequence ids at INSERT but makes rows
 visible at COMMIT, so a row with a lower id can appear after a higher one was read. The feed therefore re-reads
-the ids allocated during the last ``rescan_s`` seconds every tick and skips ids it has already applied. SQLite
-takes its write lock at BEGIN (app/db.py), so there ids become visible in order and no re-scan is needed.
+the ids it skipped (gaps below the newest id read) by id for ``rescan_s`` seconds, with the new rows; a gap
+that stays empty that long was rolled back. SQLite takes its write lock at BEGIN (app/db.py), so there ids
+become visible in order and no re-check is needed.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from agents import wire
 from app import models
+from app.rankstate import DETECTOR_METRICS
 
-# Metric series the detector reads; the rest of /metrics is for the dashboard.
-DETECTOR_METRICS = (
-    "sglang:generation_tokens_total",
-    "sglang:num_running_reqs",
-    "sglang:num_queue_reqs",
-    "sglang:spec_accept_length",
-    "vllm:generation_tokens_total",
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-)
 TABLES = ("events", "process_samples", "gpu_samples", "metric_samples")
 # the order records of one timestamp are applied in: processes first, so pids map to ranks before GPUs need them
 _ORDER = {"process": 0, "event": 1, "gpu": 2, "metric": 3}
@@ -46,11 +37,15 @@ class Record:
     item: Any
 
 
+# Gaps tracked below the newest id read: beyond this many, the oldest are forgotten (a sequence that jumped)
+MAX_GAPS = 20_000
+
+
 @dataclass
 class _Cursor:
     hwm: int = 0  # highest id applied
-    seen: set[int] = field(default_factory=set)  # ids above the re-scan floor already applied
-    history: deque[tuple[float, int]] = field(default_factory=deque)  # (wall time, hwm before that read)
+    # ids below hwm not seen yet (allocated by a transaction still open, or rolled back): id -> when noticed
+    gaps: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,23 +76,25 @@ class Feed:
             ).one()
             self.cursors[t] = _Cursor(hwm=_first_id_at(session, table, since_ts, lo, hi + 1) - 1 if hi else 0)
 
-    def _floor(self, cur: _Cursor, wall: float) -> int:
-        """Re-read from the highest id known ``rescan_s`` ago: anything committed since then with a lower id
-        than the ones already read is still in range."""
+    def _recheck(self, cur: _Cursor, wall: float) -> list[int]:
+        """Gaps still young enough to be filled by a commit: re-read by id, with the new rows."""
         if self.rescan_s <= 0:
-            return cur.hwm
-        while cur.history and cur.history[0][0] < wall - self.rescan_s:
-            cur.history.popleft()
-        return cur.history[0][1] if cur.history else cur.hwm
+            return []
+        cur.gaps = {i: t for i, t in cur.gaps.items() if t >= wall - self.rescan_s}
+        return sorted(cur.gaps)
 
-    def _advance(self, cur: _Cursor, ids: list[int], wall: float, floor: int) -> None:
-        before = cur.hwm
-        if ids:
-            cur.hwm = max(cur.hwm, max(ids))
+    def _advance(self, cur: _Cursor, ids: list[int], wall: float) -> None:
+        if not ids:
+            return
+        top = max(ids)
         if self.rescan_s > 0:
-            cur.seen = {i for i in cur.seen if i > floor}
-            cur.seen.update(ids)
-            cur.history.append((wall, before))  # (when, the highest id known before this read)
+            got = set(ids)
+            for i in got:
+                cur.gaps.pop(i, None)
+            for i in range(max(cur.hwm + 1, top - MAX_GAPS), top):
+                if i not in got:
+                    cur.gaps[i] = wall
+        cur.hwm = max(cur.hwm, top)
 
     def read(self, session: Session, wall: float | None = None) -> list[Record]:
         """New rows of every table since the last call, as wire records in time order."""
@@ -112,13 +109,11 @@ class Feed:
             ("metric_samples", self._metrics),
         ):
             cur = self.cursors[name]
-            floor = self._floor(cur, wall)
-            rows = reader(session, floor)
+            rows = reader(session, cur.hwm, self._recheck(cur, wall))
             if len(rows) >= self.chunk:
                 self.caught_up = False
-            fresh = [(i, rec) for i, rec in rows if i not in cur.seen]
-            self._advance(cur, [i for i, _ in fresh], wall, floor)
-            out += [rec for _, rec in fresh]
+            self._advance(cur, [i for i, _ in rows], wall)
+            out += [rec for _, rec in rows if rec is not None]
         # the tables were read in _ORDER, and the sort is stable: records of one timestamp stay in that order
         out.sort(key=attrgetter("ts"))
         return out
@@ -126,7 +121,7 @@ class Feed:
     def _launch(self, launch_id: int | None) -> str | None:
         return None if launch_id is None else str(launch_id)
 
-    def _events(self, s: Session, floor: int) -> list[tuple[int, Record]]:
+    def _events(self, s: Session, after: int, recheck: list[int]) -> list[tuple[int, Record]]:
         E = models.Event
         rows = (
             s.connection()
@@ -143,7 +138,7 @@ class Feed:
                     E.message,
                     E.fields,
                 )
-                .where(E.id > floor)
+                .where(_new(E.id, after, recheck))
                 .order_by(E.id)
                 .limit(self.chunk)
             )
@@ -173,7 +168,7 @@ class Feed:
             for id_, host_id, launch_id, rank, ts, kind, severity, source, message, fields in rows
         ]
 
-    def _processes(self, s: Session, floor: int) -> list[tuple[int, Record]]:
+    def _processes(self, s: Session, after: int, recheck: list[int]) -> list[tuple[int, Record]]:
         S, P = models.ProcessSample, models.Process
         rows = (
             s.connection()
@@ -198,7 +193,7 @@ class Feed:
                     P.exit_code,
                 )
                 .join(P, P.id == S.process_id)
-                .where(S.id > floor)
+                .where(_new(S.id, after, recheck))
                 .order_by(S.id)
                 .limit(self.chunk)
             )
@@ -252,7 +247,7 @@ class Feed:
             ) in rows
         ]
 
-    def _gpus(self, s: Session, floor: int) -> list[tuple[int, Record]]:
+    def _gpus(self, s: Session, after: int, recheck: list[int]) -> list[tuple[int, Record]]:
         S, G = models.GpuSample, models.Gpu
         rows = (
             s.connection()
@@ -271,7 +266,7 @@ class Feed:
                     G.mem_total_bytes,
                 )
                 .join(G, G.id == S.gpu_id)
-                .where(S.id > floor)
+                .where(_new(S.id, after, recheck))
                 .order_by(S.id)
                 .limit(self.chunk)
             )
@@ -304,32 +299,41 @@ class Feed:
             for id_, ts, util, mem_used, power, procs, host_id, uuid, index, power_limit, mem_total in rows
         ]
 
-    def _metrics(self, s: Session, floor: int) -> list[tuple[int, Record]]:
+    def _metrics(self, s: Session, after: int, recheck: list[int]) -> list[tuple[int, Record | None]]:
+        """Every new metric row's id (the cursor must see them all, or the rest would look like gaps), a
+        record only for the series the detector reads."""
         M, S = models.MetricSample, models.MetricSeries
         rows = (
             s.connection()
             .execute(  # Core: no ORM row loading for the bulk of the feed
                 select(M.id, M.ts, M.value, M.launch_id, S.host_id, S.name)
                 .join(S, S.id == M.series_id)
-                .where(M.id > floor, S.name.in_(DETECTOR_METRICS))
+                .where(_new(M.id, after, recheck))
                 .order_by(M.id)
                 .limit(self.chunk)
             )
             .all()
         )
+        hosts, launch_key, wanted = self.hosts, self._launch, DETECTOR_METRICS
         return [
             (
-                r.id,
+                id_,
                 Record(
-                    r.ts,
+                    ts,
                     "metric",
-                    self.hosts.get(r.host_id, "?"),
-                    self._launch(r.launch_id),
-                    wire.MetricSample(ts=r.ts, name=r.name, value=r.value),
-                ),
+                    hosts.get(host_id, "?"),
+                    launch_key(launch_id),
+                    wire.MetricSample(ts=ts, name=name, value=value),
+                )
+                if name in wanted
+                else None,
             )
-            for r in rows
+            for id_, ts, value, launch_id, host_id, name in rows
         ]
+
+
+def _new(id_col: Any, after: int, recheck: list[int]) -> Any:
+    return id_col > after if not recheck else or_(id_col > after, id_col.in_(recheck))
 
 
 @lru_cache(maxsize=65536)

@@ -11,22 +11,18 @@ from typing import Any
 
 from agents import wire
 from app.detect import Decision, DetectConfig, Detector
-from app.rankstate import Fleet, LaunchState, apply_event, apply_gpu, apply_metric, apply_process
+from app.rankstate import (
+    DETECTOR_METRICS,
+    Fleet,
+    LaunchState,
+    apply_event,
+    apply_gpu,
+    apply_metric,
+    apply_process,
+)
 
 LAUNCH = "offline"
 _TAG = re.compile(r"(?<![A-Za-z])(DP|PP|ATTN_CP|MOE_DP|TP|EP)[_-]?(\d+)(?!\d)")
-# the series the detector reads from /metrics (the rest is for the dashboard)
-DETECTOR_METRICS = frozenset(
-    {
-        "sglang:generation_tokens_total",
-        "sglang:num_running_reqs",
-        "sglang:num_queue_reqs",
-        "sglang:spec_accept_length",
-        "vllm:generation_tokens_total",
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-    }
-)
 
 
 def rank_from_filename(path: str) -> str | None:

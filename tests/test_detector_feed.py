@@ -103,3 +103,43 @@ def test_a_first_start_reads_the_recent_launch_but_not_old_history(db_url: str) 
             assert [r.item.message for r in empty.read(s)] == []
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_rolled_back_id_is_rechecked_only_while_it_could_still_commit(pg) -> None:  # type: ignore[no-untyped-def]
+    url = pg.fresh()
+    engine = make_engine(url)
+    sessions = session_factory(engine)
+    try:
+        with sessions() as s, s.begin():
+            s.add(models.Host(name="gpu-a", first_seen=0.0, last_seen=0.0))
+            s.flush()
+            host_id = s.execute(select(models.Host.id)).scalar_one()
+            series = models.MetricSeries(
+                host_id=host_id, name="sglang:cache_hit_rate", labels_key="{}", labels={}
+            )
+            s.add(series)
+        with sessions() as s, s.begin():
+            series_id = s.execute(select(models.MetricSeries.id)).scalar_one()
+            # a series the detector does not read: its rows are passed over, never taken for gaps
+            s.execute(insert(models.MetricSample).values(series_id=series_id, ts=1.0, value=0.5))
+        doomed = sessions()
+        doomed.begin()
+        _event(doomed, host_id, "rolled back")  # takes id 1, never commits
+        with sessions() as s, s.begin():
+            _event(s, host_id, "kept")
+        feed = Feed(rescan_s=10.0)
+        with sessions() as s:
+            assert [r.item.message for r in feed.read(s, wall=100.0)] == ["kept"]
+        doomed.rollback()
+        doomed.close()
+        assert sorted(feed.cursors["events"].gaps) == [1]
+        assert feed.cursors["metric_samples"].gaps == {} and feed.cursors["metric_samples"].hwm == 1
+        with sessions() as s:
+            assert feed.read(s, wall=105.0) == []
+        assert sorted(feed.cursors["events"].gaps) == [1]  # still young: a commit could fill it
+        with sessions() as s:
+            assert feed.read(s, wall=111.0) == []
+        assert feed.cursors["events"].gaps == {}  # older than rescan_s: rolled back, forgotten
+    finally:
+        engine.dispose()

@@ -25,6 +25,7 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.reduce import (
+    DETECTOR_METRICS,
     apply_event,
     apply_gpu,
     apply_metric,
@@ -35,6 +36,7 @@ from app.rankstate.reduce import (
 
 __all__ = [
     "CLEAN_EXIT_CODES",
+    "DETECTOR_METRICS",
     "LIVE_PHASES",
     "MILESTONES",
     "PHASES",

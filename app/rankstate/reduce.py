@@ -336,6 +336,21 @@ def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
     st.dirty.add(r.label)
 
 
+# the engine series apply_metric reads (the rest of /metrics is for the dashboard): the server's feed and
+# replay/eval pass only these
+DETECTOR_METRICS = frozenset(
+    {
+        "sglang:generation_tokens_total",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:spec_accept_length",
+        "vllm:generation_tokens_total",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+    }
+)
+
+
 def apply_metric(fleet: Fleet, launch: str, host: str, m: wire.MetricSample) -> None:
     """Engine /metrics: token counters say the server still produces output even when the log is quiet."""
     fleet.host(host, m.ts)
