@@ -121,28 +121,31 @@ class Feed:
     def _launch(self, launch_id: int | None) -> str | None:
         return None if launch_id is None else str(launch_id)
 
+    def _new_rows(self, s: Session, stmt: Any, id_col: Any, after: int, recheck: list[int]) -> list[Any]:
+        """Rows above the cursor, and the skipped ids being re-checked, oldest first, at most ``chunk``; through
+        Core (no ORM row loading for the bulk of the feed)."""
+        new = id_col > after if not recheck else or_(id_col > after, id_col.in_(recheck))
+        return list(s.connection().execute(stmt.where(new).order_by(id_col).limit(self.chunk)).all())
+
     def _events(self, s: Session, after: int, recheck: list[int]) -> list[tuple[int, Record]]:
         E = models.Event
-        rows = (
-            s.connection()
-            .execute(  # Core: no ORM row loading for the bulk of the feed
-                select(
-                    E.id,
-                    E.host_id,
-                    E.launch_id,
-                    E.rank_label,
-                    E.ts,
-                    E.kind,
-                    E.severity,
-                    E.source,
-                    E.message,
-                    E.fields,
-                )
-                .where(_new(E.id, after, recheck))
-                .order_by(E.id)
-                .limit(self.chunk)
-            )
-            .all()
+        rows = self._new_rows(
+            s,
+            select(
+                E.id,
+                E.host_id,
+                E.launch_id,
+                E.rank_label,
+                E.ts,
+                E.kind,
+                E.severity,
+                E.source,
+                E.message,
+                E.fields,
+            ),
+            E.id,
+            after,
+            recheck,
         )
         hosts, launch_key = self.hosts, self._launch
         # positional unpacking: attribute access on each Row costs more than building the record
@@ -170,34 +173,30 @@ class Feed:
 
     def _processes(self, s: Session, after: int, recheck: list[int]) -> list[tuple[int, Record]]:
         S, P = models.ProcessSample, models.Process
-        rows = (
-            s.connection()
-            .execute(  # Core: no ORM row loading for the bulk of the feed
-                select(
-                    S.id,
-                    S.ts,
-                    S.state,
-                    S.threads,
-                    S.rss_bytes,
-                    S.cpu_time_s,
-                    S.cpu_pct,
-                    S.io_read_bytes,
-                    P.host_id,
-                    P.launch_id,
-                    P.pid,
-                    P.create_time,
-                    P.name,
-                    P.role,
-                    P.engine,
-                    P.rank_label,
-                    P.exit_code,
-                )
-                .join(P, P.id == S.process_id)
-                .where(_new(S.id, after, recheck))
-                .order_by(S.id)
-                .limit(self.chunk)
-            )
-            .all()
+        rows = self._new_rows(
+            s,
+            select(
+                S.id,
+                S.ts,
+                S.state,
+                S.threads,
+                S.rss_bytes,
+                S.cpu_time_s,
+                S.cpu_pct,
+                S.io_read_bytes,
+                P.host_id,
+                P.launch_id,
+                P.pid,
+                P.create_time,
+                P.name,
+                P.role,
+                P.engine,
+                P.rank_label,
+                P.exit_code,
+            ).join(P, P.id == S.process_id),
+            S.id,
+            after,
+            recheck,
         )
         hosts, launch_key = self.hosts, self._launch
         return [
@@ -249,28 +248,24 @@ class Feed:
 
     def _gpus(self, s: Session, after: int, recheck: list[int]) -> list[tuple[int, Record]]:
         S, G = models.GpuSample, models.Gpu
-        rows = (
-            s.connection()
-            .execute(  # Core: no ORM row loading for the bulk of the feed
-                select(
-                    S.id,
-                    S.ts,
-                    S.util_gpu_pct,
-                    S.mem_used_bytes,
-                    S.power_w,
-                    S.processes,
-                    G.host_id,
-                    G.uuid,
-                    G.index.label("gpu_index"),
-                    G.power_limit_w,
-                    G.mem_total_bytes,
-                )
-                .join(G, G.id == S.gpu_id)
-                .where(_new(S.id, after, recheck))
-                .order_by(S.id)
-                .limit(self.chunk)
-            )
-            .all()
+        rows = self._new_rows(
+            s,
+            select(
+                S.id,
+                S.ts,
+                S.util_gpu_pct,
+                S.mem_used_bytes,
+                S.power_w,
+                S.processes,
+                G.host_id,
+                G.uuid,
+                G.index.label("gpu_index"),
+                G.power_limit_w,
+                G.mem_total_bytes,
+            ).join(G, G.id == S.gpu_id),
+            S.id,
+            after,
+            recheck,
         )
         hosts = self.hosts
         return [
@@ -303,16 +298,12 @@ class Feed:
         """Every new metric row's id (the cursor must see them all, or the rest would look like gaps), a
         record only for the series the detector reads."""
         M, S = models.MetricSample, models.MetricSeries
-        rows = (
-            s.connection()
-            .execute(  # Core: no ORM row loading for the bulk of the feed
-                select(M.id, M.ts, M.value, M.launch_id, S.host_id, S.name)
-                .join(S, S.id == M.series_id)
-                .where(_new(M.id, after, recheck))
-                .order_by(M.id)
-                .limit(self.chunk)
-            )
-            .all()
+        rows = self._new_rows(
+            s,
+            select(M.id, M.ts, M.value, M.launch_id, S.host_id, S.name).join(S, S.id == M.series_id),
+            M.id,
+            after,
+            recheck,
         )
         hosts, launch_key, wanted = self.hosts, self._launch, DETECTOR_METRICS
         return [
@@ -330,10 +321,6 @@ class Feed:
             )
             for id_, ts, value, launch_id, host_id, name in rows
         ]
-
-
-def _new(id_col: Any, after: int, recheck: list[int]) -> Any:
-    return id_col > after if not recheck else or_(id_col > after, id_col.in_(recheck))
 
 
 @lru_cache(maxsize=65536)
