@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -61,19 +60,6 @@ def test_compose_wires_every_service_with_health_and_restart() -> None:
     assert services["migrate"]["command"] == ["db", "upgrade"]
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert services["proxy"]["depends_on"] == {s: {"condition": "service_healthy"} for s in SERVERS}
-
-
-def test_compose_config_is_valid_for_docker_compose_when_the_client_can_check() -> None:
-    docker = shutil.which("docker")
-    probe = subprocess.run([docker, "compose", "version"], capture_output=True) if docker else None
-    if probe is None or probe.returncode != 0:
-        # no compose plugin: the structural test above is the check; say so rather than pass silently
-        pytest.skip("the docker client here has no compose plugin (structure checked by the test above)")
-    assert docker is not None
-    proc = subprocess.run(
-        [docker, "compose", "-f", str(ROOT / "compose.yaml"), "config", "-q"], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
 
 
 def test_proxy_balances_exactly_the_servers_and_streams_live_updates() -> None:
