@@ -24,8 +24,6 @@ from app import models
 from app.rankstate import DETECTOR_METRICS
 
 TABLES = ("events", "process_samples", "gpu_samples", "metric_samples")
-# the order records of one timestamp are applied in: processes first, so pids map to ranks before GPUs need them
-_ORDER = {"process": 0, "event": 1, "gpu": 2, "metric": 3}
 
 
 @dataclass(slots=True)
@@ -114,7 +112,8 @@ class Feed:
                 self.caught_up = False
             self._advance(cur, [i for i, _ in rows], wall)
             out += [rec for _, rec in rows if rec is not None]
-        # the tables were read in _ORDER, and the sort is stable: records of one timestamp stay in that order
+        # records of one timestamp are applied in the order the tables were read (the sort is stable): processes
+        # first, so pids map to ranks before GPUs need them
         out.sort(key=attrgetter("ts"))
         return out
 

@@ -179,8 +179,12 @@ def store_batches(
         p = tables.Placed(b, now, host_id, launch_id)
         tables.register_processes(session, p, cache)
         placed.append(p)
-        stored = {"gpus": len(b.gpus), "processes": len(b.processes), "events": len(b.events)}
-        stored["metrics"] = len(b.metrics)
+        stored = {
+            "gpus": len(b.gpus),
+            "processes": len(b.processes),
+            "events": len(b.events),
+            "metrics": len(b.metrics),
+        }
         results.append(IngestResult(duplicate=False, stored=stored, host_id=host_id, launch_id=launch_id))
     tables.gpus(session, placed, cache)
     tables.processes(session, placed, cache)

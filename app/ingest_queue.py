@@ -161,34 +161,32 @@ class IngestWriter:
 
     def _store(self, group: list[IngestRequest]) -> list[Stored | Exception]:
         learnt = self.cache.overlay()
-        outcomes: list[Stored | Exception] = []
         with transaction(self.sessions) as session:
             known = auth.verify_tokens(session, {r.token for r in group})
-            accepted: list[IngestRequest] = []
-            for req in group:
-                info = known.get(req.token)
-                if info is None:
-                    outcomes.append(
-                        HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
-                    )
-                elif info.host_name != req.batch.agent.host:
-                    host = req.batch.agent.host
-                    outcomes.append(
-                        HTTPException(403, f"this token is for host {info.host_name!r}, not {host!r}")
-                    )
-                else:
-                    accepted.append(req)
-                    outcomes.append(HTTPException(500, "not stored"))  # replaced below
-            results = store_batches(session, [(r.batch, r.now) for r in accepted], learnt)
+            refused = {i: exc for i, req in enumerate(group) if (exc := _refusal(req, known)) is not None}
+            accepted = [req for i, req in enumerate(group) if i not in refused]
+            results = iter(store_batches(session, [(r.batch, r.now) for r in accepted], learnt))
+            stored = [refused.get(i) or next(results) for i in range(len(group))]
             now = max((r.now for r in accepted), default=0.0)
-            hosts = {res.host_id for res in results if res.host_id is not None}
+            hosts = {
+                res.host_id for res in stored if isinstance(res, IngestResult) and res.host_id is not None
+            }
             pids = stack_requests.claim(session, hosts, now) if hosts else {}
         self.cache.absorb(learnt)
         self.groups += 1
-        by_req = dict(zip((id(r) for r in accepted), results, strict=True))
-        for i, req in enumerate(group):
-            res = by_req.get(id(req))
-            if res is not None:
-                claimed = pids.pop(res.host_id, []) if res.host_id is not None else []
-                outcomes[i] = Stored(res, claimed, len(group))
-        return outcomes
+        return [
+            res
+            if isinstance(res, Exception)
+            else Stored(res, pids.pop(res.host_id, []) if res.host_id is not None else [], len(group))
+            for res in stored
+        ]
+
+
+def _refusal(req: IngestRequest, known: dict[str, auth.TokenInfo]) -> HTTPException | None:
+    """Why this batch may not be stored with its token, or None."""
+    info = known.get(req.token)
+    if info is None:
+        return HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+    if info.host_name != req.batch.agent.host:
+        return HTTPException(403, f"this token is for host {info.host_name!r}, not {req.batch.agent.host!r}")
+    return None
