@@ -173,7 +173,8 @@ def _poll_demo(base: str, demo: subprocess.Popen[str]) -> tuple[dict[str, object
         try:
             health = httpx.get(base + "/healthz", timeout=2).json()
             hosts = httpx.get(base + "/api/v1/hosts", timeout=5).json()
-            if hosts:
+            # agents' batches commit in any order (group commit): wait for the host the page is checked for
+            if any(h["name"] == "gpu-node-01" for h in hosts):
                 return health, hosts
         except httpx.HTTPError:
             pass
