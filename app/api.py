@@ -5,16 +5,18 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from pydantic import TypeAdapter
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
 from app import models
-from app.bodies import LimitedBodyRoute
+from app.bodies import JsonBodyRoute
 from app.ingest import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
 
-ingest_router = APIRouter(route_class=LimitedBodyRoute)
+ingest_router = APIRouter(route_class=JsonBodyRoute)
+_ACK = TypeAdapter(wire.IngestAck)
 read_router = APIRouter(prefix="/api/v1")
 
 
@@ -40,14 +42,11 @@ def _bearer(authorization: str | None) -> str:
         503: {"description": "database unavailable; retry"},
     },
 )
-async def ingest(
-    batch: wire.IngestBatch,
-    request: Request,
-    authorization: Annotated[str | None, Header()] = None,
-) -> wire.IngestAck:
-    """Store one batch from one agent, all or nothing. Re-sending an acknowledged batch is harmless. The answer
-    comes once the batch is committed (group commit: app/ingest_queue.py)."""
-    token = _bearer(authorization)
+async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
+    """Store one batch from one agent, all or nothing, authorised by the host's token
+    (``Authorization: Bearer …``). Re-sending an acknowledged batch is harmless. The answer comes once the
+    batch is committed (group commit: app/ingest_queue.py)."""
+    token = _bearer(request.headers.get("authorization"))
     app_state = request.app.state
     now = time.time()
     t0 = time.perf_counter()
@@ -67,7 +66,7 @@ async def ingest(
     for hook in getattr(app_state, "after_ingest", []):
         hook(batch, stored.result, now)
     app_state.ingest_stats.observe(batch, stored.result, time.perf_counter() - t0)
-    return wire.IngestAck(
+    ack = wire.IngestAck(
         seq=batch.seq,
         duplicate=stored.result.duplicate,
         stored=stored.result.stored,
@@ -75,6 +74,7 @@ async def ingest(
         clock_offset_s=round(offset, 3),
         stack_requests=stored.stack_requests,
     )
+    return Response(_ACK.dump_json(ack), media_type="application/json")
 
 
 @read_router.get("/hosts")
