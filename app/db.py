@@ -28,7 +28,7 @@ def json_dumps(value: Any) -> str:
         return json.dumps(value)
 
 
-def _json_loads(text: str | bytes) -> Any:
+def json_loads(text: str | bytes) -> Any:
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -39,7 +39,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     # JSON columns (GPU process lists, event fields) are on the ingest and detector paths: orjson is several
     # times faster than the standard library there
     kwargs.setdefault("json_serializer", json_dumps)
-    kwargs.setdefault("json_deserializer", _json_loads)
+    kwargs.setdefault("json_deserializer", json_loads)
     if is_sqlite(url):
         database = make_url(url).database
         if database and database != ":memory:":

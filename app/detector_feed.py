@@ -16,11 +16,12 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import String, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from agents import wire
 from app import models
+from app.db import json_loads
 from app.rankstate import DETECTOR_METRICS
 
 TABLES = ("events", "process_samples", "gpu_samples", "metric_samples")
@@ -255,7 +256,9 @@ class Feed:
                 S.util_gpu_pct,
                 S.mem_used_bytes,
                 S.power_w,
-                S.processes,
+                # the text as stored (PostgreSQL's driver still hands over parsed JSON): SQLAlchemy's JSON
+                # result processing costs several calls per row on the detector's hottest read
+                type_coerce(S.processes, String),
                 G.host_id,
                 G.uuid,
                 G.index.label("gpu_index"),
@@ -284,9 +287,7 @@ class Feed:
                         mem_total_bytes=mem_total,
                         power_w=power,
                         power_limit_w=power_limit,
-                        processes=[_gpu_process(p[0]) for p in procs if p and p[0] is not None]
-                        if procs
-                        else [],
+                        processes=_gpu_processes(procs) if procs else [],
                     ),
                 ),
             )
@@ -320,6 +321,12 @@ class Feed:
             )
             for id_, ts, value, launch_id, host_id, name in rows
         ]
+
+
+def _gpu_processes(procs: str | list[Any]) -> list[wire.GpuProcess]:
+    """A GPU's processes as the detector reads them (pids only) from their stored ``[[pid, mem, sm], …]``."""
+    rows = json_loads(procs) if isinstance(procs, str) else procs
+    return [_gpu_process(p[0]) for p in rows if p and p[0] is not None]
 
 
 @lru_cache(maxsize=65536)

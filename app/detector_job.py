@@ -77,18 +77,20 @@ class DetectorService:
             if not self.loaded:
                 self._load(s, now)
             records = self.feed.read(s)
+        # applying is in memory only: done before the write transaction, which on SQLite holds the database's
+        # one write lock and so holds up ingest for as long as it lasts
+        for rec in records:
+            launch = rec.launch or ""
+            if rec.source == "event":
+                apply_event(self.fleet, launch, rec.host, rec.item)
+            elif rec.source == "process" and rec.launch:
+                apply_process(self.fleet, launch, rec.host, rec.item)
+            elif rec.source == "gpu":
+                apply_gpu(self.fleet, rec.host, rec.item)
+            elif rec.source == "metric" and rec.launch:
+                apply_metric(self.fleet, launch, rec.host, rec.item)
+        self.fleet.launches.pop("", None)  # engine records that arrived before any launch existed
         with transaction(self.sessions) as s:
-            for rec in records:
-                launch = rec.launch or ""
-                if rec.source == "event":
-                    apply_event(self.fleet, launch, rec.host, rec.item)
-                elif rec.source == "process" and rec.launch:
-                    apply_process(self.fleet, launch, rec.host, rec.item)
-                elif rec.source == "gpu":
-                    apply_gpu(self.fleet, rec.host, rec.item)
-                elif rec.source == "metric" and rec.launch:
-                    apply_metric(self.fleet, launch, rec.host, rec.item)
-            self.fleet.launches.pop("", None)  # engine records that arrived before any launch existed
             self._hosts(s)
             self._ended_launches(s, now)
             # while an old backlog is still being read, the state lags reality: do not judge it yet
