@@ -82,6 +82,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "log_config": None,
     }
     sink = LogSink().install()
+    jobs = None
+    holder = None
+    if settings.background and settings.jobs_process:
+        from app import leader
+        from app.jobs_process import HOLDER_ENV, JobsSupervisor
+
+        holder = leader.holder_id()
+        jobs = JobsSupervisor(url, holder).start()
+        # the HTTP side runs no jobs of its own; the worker processes learn that through the environment
+        settings = settings.model_copy(update={"background": False})
+        os.environ["SPECWATCH_BACKGROUND"] = "false"
+        os.environ[HOLDER_ENV] = holder
     try:
         if settings.workers > 1:
             # uvicorn starts each worker process from an import string; the settings reach them through the
@@ -89,10 +101,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
             os.environ["SPECWATCH_DATABASE_URL"] = url
             uvicorn.run("app.main:create_worker_app", factory=True, workers=settings.workers, **common)
         else:
-            uvicorn.run(create_app(settings), **common)
+            uvicorn.run(create_app(settings, holder=holder), **common)
     finally:
+        if jobs is not None:
+            jobs.stop()
         sink.close()
     return 0
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from app.jobs_process import run_jobs
+    from app.logsink import LogSink
+
+    settings = _settings(args, background=True)
+    _migrated(settings)
+    sink = LogSink().install()
+    try:
+        return run_jobs(settings)
+    finally:
+        sink.close()
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -226,6 +253,14 @@ def register(sub: Any) -> None:
         "--workers", type=int, help="server processes on the port (default 1; see docs/scaling.md)"
     )
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser(
+        "jobs",
+        help="run the background jobs alone (leader lease, detector, alert sender, retention); "
+        "serve starts one itself",
+    )
+    _db_arg(p)
+    p.set_defaults(func=cmd_jobs)
 
     p = sub.add_parser("token", help="manage agent tokens")
     tsub = p.add_subparsers(dest="token_command", required=True)

@@ -12,7 +12,7 @@ import os
 import socket
 import uuid
 
-from sqlalchemy import select, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session
 
 from app.db import insert_ignore
@@ -46,3 +46,10 @@ def try_acquire(session: Session, name: str, holder: str, now: float, ttl_s: flo
 def release(session: Session, name: str, holder: str) -> None:
     """Give the lease up on clean shutdown so fail-over is immediate rather than after the TTL."""
     session.execute(update(Lease).where(Lease.name == name, Lease.holder == holder).values(expires_at=0.0))
+
+
+def current_holder(conn: Connection | Session, name: str, now: float) -> str | None:
+    """Who holds the lease now (None once it has expired)."""
+    return conn.execute(
+        select(Lease.holder).where(Lease.name == name, Lease.expires_at >= now)
+    ).scalar_one_or_none()

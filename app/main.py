@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,7 +51,9 @@ class IngestStats:
         self.latency_sum_s += seconds
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, holder: str | None = None) -> FastAPI:
+    """The server. ``holder`` names this server's claim on the leader lease; an HTTP server whose jobs run in
+    a process of their own (app/jobs_process.py) passes that process's, so /healthz can say who leads."""
     settings = settings or Settings()
     url = settings.resolved_database_url()
     engine = make_engine(url)
@@ -104,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         with transaction(app.state.sessions) as s:
             rollups.roll_up(s, now)
 
-    app.state.holder = leader.holder_id()
+    app.state.holder = holder or leader.holder_id()
     app.state.leadership = Leadership()
 
     def lease_job(now: float) -> None:
@@ -174,11 +177,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:
-        """Liveness plus database reachability (503 when the store cannot be reached)."""
+        """Liveness plus database reachability (503 when the store cannot be reached), and whether this server
+        (its jobs process, where they run apart) holds the leader lease."""
         started = time.perf_counter()
         try:
             with engine.connect() as conn:
                 conn.execute(text("SELECT 1"))
+                is_leader = (
+                    app.state.leadership.is_leader
+                    if settings.background
+                    else leader.current_holder(conn, leader.LEADER, time.time()) == app.state.holder
+                )
         except Exception as exc:
             return JSONResponse(
                 {"status": "error", "database": "unreachable", "error": str(exc).splitlines()[0]},
@@ -191,7 +200,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "backend": engine.dialect.name,
                 "db_latency_ms": round((time.perf_counter() - started) * 1000, 2),
                 "version": __version__,
-                "leader": app.state.leadership.is_leader,
+                "leader": is_leader,
             }
         )
 
@@ -207,6 +216,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def create_worker_app() -> FastAPI:
     """The app of one `serve --workers N` process. uvicorn starts each in a fresh interpreter that never ran
     the CLI's logging set-up: the same format, through the same non-blocking sink."""
+    from app.jobs_process import HOLDER_ENV
+
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     atexit.register(LogSink().install().close)
-    return create_app()
+    return create_app(holder=os.environ.get(HOLDER_ENV))

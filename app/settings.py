@@ -98,7 +98,17 @@ class Settings(BaseSettings):
         False,
         description="Mark session cookies Secure even when the server itself sees plain HTTP (behind TLS).",
     )
-    background: bool = Field(True, description="Run the detector, pruner and alert sender in this process.")
+    background: bool = Field(
+        True,
+        description="Run the background jobs (leader lease, detector, alert sender, retention). false: this "
+        "server only takes ingest and serves the dashboard.",
+    )
+    jobs_process: bool = Field(
+        True,
+        description="`specwatch serve` runs the background jobs in a process of their own beside the HTTP "
+        "server(s), so ingest and the detector each get a core instead of sharing one interpreter lock "
+        "(docs/scaling.md). false: they run in threads of each server process.",
+    )
     alert_group_wait_s: float = Field(
         5.0,
         description="Incidents of one launch that open within this many seconds of each other are sent as "

@@ -1,0 +1,65 @@
+"""`specwatch serve` runs its background jobs (lease, detector, alerts) in a child process: restarted when it
+dies, and gone when its server is (a SIGKILL included), so no orphan goes on holding the leader lease."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tests.support import ServerProcess
+
+
+def jobs_children(server: ServerProcess) -> list[psutil.Process]:
+    assert server.proc is not None
+    return [
+        p
+        for p in psutil.Process(server.proc.pid).children()
+        if "jobs" in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def is_leader(server: ServerProcess) -> bool:
+    return bool(httpx.get(server.base_url + "/healthz", timeout=5).json()["leader"])
+
+
+def test_the_jobs_process_is_restarted_when_it_dies(tmp_path: Path) -> None:
+    server = ServerProcess(f"sqlite:///{tmp_path}/db.sqlite", env={"SPECWATCH_LEADER_LEASE_S": "2"}).start()
+    try:
+        wait_for(lambda: len(jobs_children(server)) == 1, 20, "the jobs process")
+        wait_for(lambda: is_leader(server), 20, "the jobs process to take the leader lease")
+        first = jobs_children(server)[0]
+        first.send_signal(signal.SIGKILL)  # no clean release: its successor waits the lease out
+        first.wait(10)
+        wait_for(
+            lambda: [p.pid for p in jobs_children(server)] not in ([], [first.pid]), 20, "a new jobs process"
+        )
+        wait_for(lambda: is_leader(server), 30, "the new jobs process to lead")
+        assert "restarting it" in server.output()
+    finally:
+        server.stop()
+
+
+def test_the_jobs_process_goes_with_its_server(tmp_path: Path) -> None:
+    server = ServerProcess(f"sqlite:///{tmp_path}/db.sqlite").start()
+    wait_for(lambda: len(jobs_children(server)) == 1, 20, "the jobs process")
+    child = jobs_children(server)[0]
+    server.stop(sig=signal.SIGKILL)
+    _, alive = psutil.wait_procs([child], timeout=15)
+    for p in alive:
+        p.kill()
+    assert not alive, "the jobs process outlived its server"
+    assert "is gone: stopping its background jobs" in server.output()
