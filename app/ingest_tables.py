@@ -180,7 +180,9 @@ def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
             ["uuid"],
         )
         cache.gpus.update(dict(session.execute(select(G.uuid, G.id).where(G.uuid.in_(missing))).all()))
-    ids = cache.gpus
+    # one look-up per GPU of the group, then plain dict reads per sample (the cache is a ChainMap overlay,
+    # whose look-ups are Python code)
+    ids = {u: cache.gpus[u] for u in latest}
     changed: list[dict[str, Any]] = []
     for u, (host_id, s) in latest.items():
         meta = (host_id, s.index, s.name, s.mem_total_bytes, s.power_limit_w)
@@ -267,9 +269,13 @@ def processes(session: Session, placed: Sequence[Placed], cache: IngestCache) ->
     seen: list[dict[str, Any]] = []
     exits: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
+    known: dict[tuple[int, int, float], int] = {}  # per group, as for GPUs above
     for p in placed:
         for s in p.batch.processes:
-            pid_id = cache.processes[(p.host_id, s.pid, s.create_time)]
+            key = (p.host_id, s.pid, s.create_time)
+            pid_id = known.get(key)
+            if pid_id is None:
+                pid_id = known[key] = cache.processes[key]
             if s.state == "exited":
                 exits.append({"pk": pid_id, "ts": s.ts, "code": s.exit_code})
             elif s.ts - cache.process_seen.get(pid_id, 0.0) >= PROCESS_SEEN_EVERY_S:
