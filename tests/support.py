@@ -267,3 +267,18 @@ def count_rows(database_url: str, table: str) -> int:
             return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
     finally:
         eng.dispose()
+
+
+def wait_for(cond: Any, timeout: float, what: str) -> None:
+    """Poll ``cond`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def is_leader(server: ServerProcess) -> bool:
+    """Whether this server (its jobs process) holds the leader lease, by its /healthz."""
+    return bool(httpx.get(server.base_url + "/healthz", timeout=5).json()["leader"])

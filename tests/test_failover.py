@@ -10,25 +10,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.agent_support import start_agent
 from tests.alert_support import Receiver
-from tests.support import ServerProcess, cli, count_rows
-
-
-def is_leader(server: ServerProcess) -> bool:
-    return bool(httpx.get(server.base_url + "/healthz", timeout=5).json()["leader"])
-
-
-def wait_for(cond: Any, timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+from tests.support import ServerProcess, cli, count_rows, is_leader, wait_for
 
 
 def opened(receiver: Receiver) -> list[dict[str, Any]]:

@@ -4,14 +4,11 @@ dies, and gone when its server is (a SIGKILL included), so no orphan goes on hol
 from __future__ import annotations
 
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import psutil
 
-from tests.support import ServerProcess
+from tests.support import ServerProcess, is_leader, wait_for
 
 
 def jobs_children(server: ServerProcess) -> list[psutil.Process]:
@@ -21,19 +18,6 @@ def jobs_children(server: ServerProcess) -> list[psutil.Process]:
         for p in psutil.Process(server.proc.pid).children()
         if "jobs" in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE
     ]
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def is_leader(server: ServerProcess) -> bool:
-    return bool(httpx.get(server.base_url + "/healthz", timeout=5).json()["leader"])
 
 
 def test_the_jobs_process_is_restarted_when_it_dies(tmp_path: Path) -> None:
