@@ -6,7 +6,9 @@ transaction is under way; the next transaction takes all of them, so its stateme
 group (app/ingest_tables.py) and the number of commits stays near the number the database can do, however
 many agents send. A request is answered only after the transaction holding its batch has committed: an
 acknowledged batch is durable. If a group fails for a reason other than the database being unreachable,
-each of its batches is retried alone, so one bad batch fails only its own request.
+each of its batches is retried alone, so one bad batch fails only its own request. A transaction that
+PostgreSQL rolled back to break a deadlock (or a serialization conflict) with another server's is simply run
+again: nothing of it was stored, and the other one has gone on.
 
 The queue is bounded by the number of requests in flight (each waits for its answer), which the HTTP
 server bounds.
@@ -19,6 +21,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -35,6 +38,9 @@ log = logging.getLogger("specwatch.ingest")
 
 MAX_GROUP_BATCHES = 64
 MAX_GROUP_RECORDS = 100_000
+# deadlock_detected, serialization_failure: the database undid the transaction so that another could go on
+RETRY_SQLSTATES = frozenset({"40P01", "40001"})
+TRANSIENT_TRIES = 4
 
 
 @dataclass(slots=True)
@@ -76,6 +82,10 @@ def _release(waiters: list[asyncio.Future[None]]) -> None:
             w.set_result(None)
 
 
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in RETRY_SQLSTATES
+
+
 def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError | InterfaceError) or (
         isinstance(exc, DBAPIError) and exc.connection_invalidated
@@ -90,6 +100,7 @@ class IngestWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.groups = 0  # transactions committed, for /metrics-style introspection and the benchmark
+        self.retries = 0  # transactions run again after a deadlock or serialization rollback
 
     def submit(self, token: str, batch: wire.IngestBatch, now: float) -> Future[Stored]:
         req = IngestRequest(token, batch, now)
@@ -143,7 +154,7 @@ class IngestWriter:
 
     def _write(self, group: list[IngestRequest]) -> None:
         try:
-            outcomes = self._store(group)
+            outcomes = self._store_retrying(group)
         except Exception as exc:
             if len(group) == 1 or _unreachable(exc):
                 for req in group:
@@ -158,6 +169,23 @@ class IngestWriter:
                 req.future.set_result(outcome)
             else:
                 req.future.set_exception(outcome)
+
+    def _store_retrying(self, group: list[IngestRequest]) -> list[Stored | Exception]:
+        attempt = 1
+        while True:
+            try:
+                return self._store(group)
+            except DBAPIError as exc:
+                if attempt >= TRANSIENT_TRIES or not _transient(exc):
+                    raise
+                self.retries += 1
+                log.info(
+                    "ingest transaction of %d batches rolled back by the database (%s); running it again",
+                    len(group),
+                    str(exc.orig).splitlines()[0],
+                )
+                time.sleep(0.01 * attempt)
+                attempt += 1
 
     def _store(self, group: list[IngestRequest]) -> list[Stored | Exception]:
         learnt = self.cache.overlay()

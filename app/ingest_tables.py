@@ -144,7 +144,9 @@ def hosts(
                 "aid": agent.agent_id,
                 "interval": agent.interval_s,
             }
-            for h, (agent, now) in latest.items()
+            # in id order: servers that update the same hosts then lock them in the same order, and
+            # a transaction that would wait for one another in a cycle (a deadlock) cannot form here
+            for h, (agent, now) in sorted(latest.items(), key=lambda item: cache.hosts[item[0]])
         ],
     )
     return {h: cache.hosts[h] for h in latest}

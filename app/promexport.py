@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from app import __version__, models
 from app.detect.findings import INCIDENT_KINDS
+from app.ingest_queue import IngestWriter
 
 GPU_STALE_S = 600.0  # a GPU not sampled for this long is no longer exported (its host is gone or idle)
 ACCEPT_WINDOW_S = 900.0  # acceptance older than this is not "current"
@@ -246,7 +247,7 @@ def alert_metrics(s: Session, now: float) -> Iterator[Metric]:
     yield from (total, pending, oldest)
 
 
-def ingest_metrics(stats: Any, transactions: int | None = None) -> Iterator[Metric]:
+def ingest_metrics(stats: Any, writer: IngestWriter | None = None) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "specwatch_ingest_batches", "Batches this server process accepted (per process).", value=stats.batches
     )
@@ -267,11 +268,16 @@ def ingest_metrics(stats: Any, transactions: int | None = None) -> Iterator[Metr
         count_value=stats.batches,
         sum_value=stats.latency_sum_s,
     )
-    if transactions is not None:
+    if writer is not None:
         yield CounterMetricFamily(
             "specwatch_ingest_transactions",
             "Ingest transactions committed by this process; batches ÷ transactions is the group-commit size.",
-            value=transactions,
+            value=writer.groups,
+        )
+        yield CounterMetricFamily(
+            "specwatch_ingest_transaction_retries",
+            "Ingest transactions the database undid to break a deadlock with another server, and run again.",
+            value=writer.retries,
         )
 
 
@@ -294,8 +300,7 @@ class StateCollector:
             yield from incident_metrics(s)
             yield from agent_metrics(s)
             yield from alert_metrics(s, now)
-        writer = getattr(self.app.state, "ingest_writer", None)
-        yield from ingest_metrics(self.app.state.ingest_stats, writer.groups if writer is not None else None)
+        yield from ingest_metrics(self.app.state.ingest_stats, getattr(self.app.state, "ingest_writer", None))
         yield GaugeMetricFamily(
             "specwatch_metrics_collect_seconds",
             "Time this process took to build the previous part of this scrape from the database.",

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from typing import Any
 
+import pytest
 from fastapi import HTTPException
 from pydantic import TypeAdapter
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from agents import wire
 from app import models
 from app.db import make_engine, session_factory
 from app.ingest import IngestCache
 from app.ingest_queue import IngestRequest, IngestWriter, Stored
-from tests.support import make_batch
+from tests.support import cli, make_batch
 
 BATCH = TypeAdapter(wire.IngestBatch)
 
@@ -108,4 +110,48 @@ def test_concurrent_agents_share_transactions_and_lose_nothing(db_url: str, make
         assert writer.groups < agents * 10  # some batches shared a transaction
         assert max(a.group_size for a in answers) > 1
     finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_group_the_database_undoes_to_break_a_deadlock_is_stored_on_the_next_try(pg) -> None:  # type: ignore[no-untyped-def]
+    """Another server's transaction holds node-b; the writer locks node-a and waits for node-b; the other then
+    asks for node-a. PostgreSQL breaks the cycle by undoing the writer's transaction (it waited first). The
+    agents get their answers, not a 503, and each batch is stored once."""
+    url = pg.fresh()
+    tokens = {
+        h: cli("token", "create", "--host", h, "--database-url", url).stdout.strip() for h in ("a", "b")
+    }
+
+    def req(host: str, seq: int) -> IngestRequest:
+        return _req(tokens[host], make_batch(host=host, agent_id=f"agent-node-{host}", seq=seq))
+
+    engine = make_engine(url)
+    other = engine.connect()
+    try:
+        writer = IngestWriter(session_factory(engine), IngestCache())
+        writer._write([req("a", 0), req("b", 0)])  # both hosts exist, a with the lower id
+        group = [req("b", 1), req("a", 1)]
+        with other.begin():
+            other.execute(text("UPDATE hosts SET last_seen = last_seen WHERE name = 'b'"))
+            thread = threading.Thread(target=writer._write, args=(group,))
+            thread.start()
+            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            deadline = time.time() + 20
+            while other.execute(text(waiting)).scalar_one() == 0:
+                assert time.time() < deadline, "the writer never waited for host b"
+                time.sleep(0.05)
+            time.sleep(0.3)  # the writer's deadlock check comes first: it is the one undone
+            other.execute(text("UPDATE hosts SET last_seen = last_seen WHERE name = 'a'"))
+        thread.join(30)
+        answers = [r.future.result(timeout=0) for r in group]
+        assert [a.result.duplicate for a in answers] == [False, False]
+        assert writer.retries == 1
+        with session_factory(engine)() as s:
+            keys = sorted(
+                tuple(r) for r in s.execute(select(models.IngestedBatch.agent_id, models.IngestedBatch.seq))
+            )
+        assert keys == [("agent-node-a", 0), ("agent-node-a", 1), ("agent-node-b", 0), ("agent-node-b", 1)]
+    finally:
+        other.close()
         engine.dispose()

@@ -166,7 +166,7 @@ def test_several_server_processes_on_one_port_store_every_batch_once(db_url: str
             host, seq = job
             batch = make_batch(host=host, seq=seq, agent_id=f"agent-{host}", n_gpus=2)
             r = post(server, batch, tokens[host])
-            assert r.status_code == 200, r.text
+            assert r.status_code == 200, r.text + "\nserver log:\n" + server.output()[-3000:]
             return bool(r.json()["duplicate"])
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:

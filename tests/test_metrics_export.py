@@ -126,6 +126,8 @@ def test_metrics_show_the_stuck_rank_and_pass_promtool(
     assert series(values, "specwatch_spec_accept_length", deployment="kimi-k25-eagle3") == [1.02]
     assert series(values, "specwatch_ingest_batches_total") == [1.0]
     assert series(values, "specwatch_ingest_records_total", kind="gpus") == [8.0]
+    assert series(values, "specwatch_ingest_transactions_total") == [1.0]
+    assert series(values, "specwatch_ingest_transaction_retries_total") == [0.0]
     seen = series(values, "specwatch_agent_last_seen_timestamp_seconds", host="gpu-node-03")
     assert seen and abs(seen[0] - now) < 120
 
