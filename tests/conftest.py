@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import PgDatabases, ServerProcess, cli, pg_available, unavailable
+from tests.support import STARTED_SERVERS, PgDatabases, ServerProcess, cli, pg_available, unavailable
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -19,6 +19,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test shows the end of the log of each server it started: in CI that log is the only trace
+    of what the server saw (a 503's cause, a job that failed)."""
+    report = yield
+    if report.failed and call.when != "setup":
+        for server in STARTED_SERVERS:
+            tail = server.output()[-6000:]
+            report.sections.append((f"server log ({server.base_url}, last 6000 characters)", tail))
+    if call.when == "teardown":
+        STARTED_SERVERS.clear()
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -131,6 +131,10 @@ def wait_http(
     raise AssertionError(f"{url} did not answer within {timeout} s")
 
 
+# every server started by the current test: a failing test shows their logs (tests/conftest.py)
+STARTED_SERVERS: list[ServerProcess] = []
+
+
 class ServerProcess:
     """``specwatch serve`` as a real process on a free port. Its output goes to a file (``output()``), not a
     pipe: a pipe that nobody reads fills up after 64 KiB, and the server's log writes then block."""
@@ -151,6 +155,7 @@ class ServerProcess:
     def start(self, timeout: float = 60) -> ServerProcess:
         with open(self.log_path, "a") as out:
             self.proc = self.spawn(out)
+        STARTED_SERVERS.append(self)
         wait_http(self.base_url + "/healthz", timeout=timeout, proc=self.proc, log=self.log_path)
         return self
 
