@@ -3,7 +3,6 @@ whole or not at all. The rows themselves are written by app/ingest_tables.py."""
 
 from __future__ import annotations
 
-from collections import ChainMap
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,13 +118,35 @@ class IngestCache:
 
     def overlay(self) -> IngestCache:
         """A view for one transaction: reads fall through to this cache, writes stay local."""
-        return IngestCache(*(ChainMap({}, m) for m in self._maps()))
+        return IngestCache(*(Overlay(m) for m in self._maps()))
 
     def absorb(self, overlay: IngestCache) -> None:
         """Publish what a committed transaction learnt."""
         for mine, theirs in zip(self._maps(), overlay._maps(), strict=True):
-            assert isinstance(theirs, ChainMap)
-            mine.update(theirs.maps[0])
+            assert isinstance(theirs, Overlay)
+            mine.update(theirs)  # its own entries: what this transaction wrote
+
+
+class Overlay(dict[Any, Any]):
+    """A dict of this transaction's writes over a shared base it reads through to. Not ``ChainMap``: that one
+    runs Python code (a generator) for every look-up, and ingest makes several per record."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: MutableMapping[Any, Any]) -> None:
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, key: Any) -> Any:
+        return self.base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self.base
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        return self.base.get(key, default)
 
 
 def store_batches(

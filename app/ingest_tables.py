@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import JSON, Table, bindparam, select, tuple_, update
+from sqlalchemy import Table, bindparam, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from agents import wire
@@ -71,6 +71,41 @@ _GPU_META = (
     )
 )
 _GPU_SEEN = update(_G).where(_G.c.host_id == bindparam("hid")).values(last_seen=bindparam("seen"))
+# column order of the tuples each sample writer builds
+_GPU_SAMPLE_COLUMNS = (
+    "gpu_id",
+    "ts",
+    "util_gpu_pct",
+    "util_mem_pct",
+    "mem_used_bytes",
+    "power_w",
+    "temp_c",
+    "sm_clock_mhz",
+    "pcie_tx_bytes_s",
+    "pcie_rx_bytes_s",
+    "processes",
+)
+_PROCESS_SAMPLE_COLUMNS = (
+    "process_id",
+    "ts",
+    "state",
+    "threads",
+    "rss_bytes",
+    "cpu_time_s",
+    "cpu_pct",
+    "io_read_bytes",
+)
+_EVENT_COLUMNS = (
+    "host_id",
+    "launch_id",
+    "rank_label",
+    "ts",
+    "kind",
+    "severity",
+    "source",
+    "message",
+    "fields",
+)
 _PROCESS_SEEN = update(_P).where(_P.c.id == bindparam("pk")).values(last_seen=bindparam("ts"))
 _PROCESS_EXIT = (
     update(_P)
@@ -84,20 +119,17 @@ def _many(session: Session, stmt: Any, rows: list[dict[str, Any]]) -> None:
         session.connection().execute(stmt, rows)
 
 
-def bulk_insert(session: Session, model: type[models.Base], rows: list[dict[str, Any]]) -> None:
+def bulk_insert(
+    session: Session, model: type[models.Base], columns: Sequence[str], values: list[tuple[Any, ...]]
+) -> None:
     """Append-only sample rows, the bulk of every batch, handed to the driver without SQLAlchemy's per-row
     parameter processing: PostgreSQL ``COPY ... FROM STDIN`` (several times an INSERT's rate), SQLite one
-    prepared INSERT run over all rows. JSON columns are encoded here, as the JSON type would have."""
-    if not rows:
+    prepared INSERT run over all rows. Each row is a tuple in ``columns`` order, built so by the caller (a
+    dict per row, then a tuple of it, cost more than the INSERT); a JSON column's value arrives encoded
+    (:func:`_json_or_none`), as the JSON type would have sent it."""
+    if not values:
         return
     table = _table(model)
-    columns = list(rows[0])
-    values = [tuple(r.values()) for r in rows]  # every row dict is built with the same keys in the same order
-    for i, c in enumerate(columns):
-        if isinstance(table.c[c].type, JSON):
-            for k, v in enumerate(values):
-                if v[i] is not None:
-                    values[k] = (*v[:i], json_dumps(v[i]), *v[i + 1 :])
     conn = session.connection()
     quote = conn.dialect.identifier_preparer.quote
     names = ", ".join(quote(c) for c in columns)
@@ -109,6 +141,11 @@ def bulk_insert(session: Session, model: type[models.Base], rows: list[dict[str,
     else:
         marks = ", ".join("?" for _ in columns)
         conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})", values)
+
+
+def _json_or_none(value: Any) -> str | None:
+    """A JSON column's value as the JSON type stores it; an empty list or dict is stored as NULL."""
+    return json_dumps(value) if value else None
 
 
 def hosts(
@@ -182,7 +219,7 @@ def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
             ["uuid"],
         )
         cache.gpus.update(dict(session.execute(select(G.uuid, G.id).where(G.uuid.in_(missing))).all()))
-    # one look-up per GPU of the group, then plain dict reads per sample (the cache is a ChainMap overlay,
+    # one look-up per GPU of the group, then plain dict reads per sample (the cache is an overlay,
     # whose look-ups are Python code)
     ids = {u: cache.gpus[u] for u in latest}
     changed: list[dict[str, Any]] = []
@@ -207,23 +244,23 @@ def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
     # the newest sample's time: /metrics joins the latest sample on it
     _many(session, _GPU_SEEN, [{"hid": h, "seen": ts} for h, ts in newest.items()])
     rows = [
-        {
-            "gpu_id": ids[s.uuid],
-            "ts": s.ts,
-            "util_gpu_pct": s.util_gpu_pct,
-            "util_mem_pct": s.util_mem_pct,
-            "mem_used_bytes": s.mem_used_bytes,
-            "power_w": s.power_w,
-            "temp_c": s.temp_c,
-            "sm_clock_mhz": s.sm_clock_mhz,
-            "pcie_tx_bytes_s": s.pcie_tx_bytes_s,
-            "pcie_rx_bytes_s": s.pcie_rx_bytes_s,
-            "processes": [[q.pid, q.used_mem_bytes, q.sm_util_pct] for q in s.processes] or None,
-        }
+        (
+            ids[s.uuid],
+            s.ts,
+            s.util_gpu_pct,
+            s.util_mem_pct,
+            s.mem_used_bytes,
+            s.power_w,
+            s.temp_c,
+            s.sm_clock_mhz,
+            s.pcie_tx_bytes_s,
+            s.pcie_rx_bytes_s,
+            _json_or_none([[q.pid, q.used_mem_bytes, q.sm_util_pct] for q in s.processes]),
+        )
         for p in placed
         for s in p.batch.gpus
     ]
-    bulk_insert(session, models.GpuSample, rows)
+    bulk_insert(session, models.GpuSample, _GPU_SAMPLE_COLUMNS, rows)
     return len(rows)
 
 
@@ -270,7 +307,7 @@ def processes(session: Session, placed: Sequence[Placed], cache: IngestCache) ->
     """Process samples of the group; last_seen refreshed every PROCESS_SEEN_EVERY_S, exits written at once."""
     seen: list[dict[str, Any]] = []
     exits: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[Any, ...]] = []
     known: dict[tuple[int, int, float], int] = {}  # per group, as for GPUs above
     for p in placed:
         for s in p.batch.processes:
@@ -284,40 +321,31 @@ def processes(session: Session, placed: Sequence[Placed], cache: IngestCache) ->
                 seen.append({"pk": pid_id, "ts": s.ts})
                 cache.process_seen[pid_id] = s.ts
             rows.append(
-                {
-                    "process_id": pid_id,
-                    "ts": s.ts,
-                    "state": s.state,
-                    "threads": s.threads,
-                    "rss_bytes": s.rss_bytes,
-                    "cpu_time_s": s.cpu_time_s,
-                    "cpu_pct": s.cpu_pct,
-                    "io_read_bytes": s.io_read_bytes,
-                }
+                (pid_id, s.ts, s.state, s.threads, s.rss_bytes, s.cpu_time_s, s.cpu_pct, s.io_read_bytes)
             )
     _many(session, _PROCESS_SEEN, seen)
     _many(session, _PROCESS_EXIT, exits)
-    bulk_insert(session, models.ProcessSample, rows)
+    bulk_insert(session, models.ProcessSample, _PROCESS_SAMPLE_COLUMNS, rows)
     return len(rows)
 
 
 def events(session: Session, placed: Sequence[Placed]) -> int:
     rows = [
-        {
-            "host_id": p.host_id,
-            "launch_id": p.launch_id,
-            "rank_label": e.rank,
-            "ts": e.ts,
-            "kind": e.kind,
-            "severity": e.severity,
-            "source": e.source,
-            "message": e.message,
-            "fields": e.fields or None,
-        }
+        (
+            p.host_id,
+            p.launch_id,
+            e.rank,
+            e.ts,
+            e.kind,
+            e.severity,
+            e.source,
+            e.message,
+            _json_or_none(e.fields),
+        )
         for p in placed
         for e in p.batch.events
     ]
-    bulk_insert(session, models.Event, rows)
+    bulk_insert(session, models.Event, _EVENT_COLUMNS, rows)
     return len(rows)
 
 
@@ -342,14 +370,9 @@ def metrics(session: Session, placed: Sequence[Placed], cache: IngestCache) -> i
         ):
             cache.series[(r.host_id, r.name, r.labels_key)] = r.id
     rows = [
-        {
-            "series_id": cache.series[(p.host_id, m.name, labels_key(m.labels))],
-            "launch_id": p.launch_id,
-            "ts": m.ts,
-            "value": m.value,
-        }
+        (cache.series[(p.host_id, m.name, labels_key(m.labels))], p.launch_id, m.ts, m.value)
         for p in placed
         for m in p.batch.metrics
     ]
-    bulk_insert(session, models.MetricSample, rows)
+    bulk_insert(session, models.MetricSample, ("series_id", "launch_id", "ts", "value"), rows)
     return len(rows)

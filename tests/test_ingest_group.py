@@ -155,3 +155,17 @@ def test_a_group_the_database_undoes_to_break_a_deadlock_is_stored_on_the_next_t
     finally:
         other.close()
         engine.dispose()
+
+
+def test_ids_learnt_in_a_transaction_are_shared_only_when_it_is_absorbed() -> None:
+    """A rolled-back group must not leave ids behind for the next one to reference (they never existed)."""
+    cache = IngestCache(hosts={"node-a": 1})
+    view = cache.overlay()
+    view.hosts["node-b"] = 2
+    assert view.hosts["node-a"] == 1 and "node-a" in view.hosts and view.hosts.get("node-a") == 1
+    assert view.hosts["node-b"] == 2 and view.hosts.get("node-c", -1) == -1
+    with pytest.raises(KeyError):
+        view.hosts["node-c"]
+    assert "node-b" not in cache.hosts  # not yet committed
+    cache.absorb(view)
+    assert cache.hosts == {"node-a": 1, "node-b": 2}
