@@ -83,6 +83,9 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
         version=__version__,
         description="Watches speculative-decoding inference launches: per-rank progress, hangs, acceptance.",
         lifespan=lifespan,
+        # no OpenTelemetry here: FastAPI otherwise asks the OTel providers on every request whether to trace
+        # it, a measurable share of an ingest request's CPU (/metrics is specwatch's own telemetry)
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     app.state.engine = engine
