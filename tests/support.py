@@ -90,10 +90,21 @@ class PgDatabases:
         self.admin.dispose()
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on, never the same twice in one test run. The kernel may hand a port it just
+    gave back out again: a webhook receiver that a test starts later (or never, to play one that is down)
+    would then share its port with the server started meanwhile, and the server's 404 would answer the
+    alerts meant for it."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60, check: bool = True) -> Any:
