@@ -132,16 +132,21 @@ def test_a_group_the_database_undoes_to_break_a_deadlock_is_stored_on_the_next_t
         writer = IngestWriter(session_factory(engine), IngestCache())
         writer._write([req("a", 0), req("b", 0)])  # both hosts exist, a with the lower id
         group = [req("b", 1), req("a", 1)]
+        # the other side never looks for the cycle first: the writer's check (after 1 s) is the one that runs
+        other.execute(text("SET deadlock_timeout = '30s'"))
+        other.commit()
         with other.begin():
             other.execute(text("UPDATE hosts SET last_seen = last_seen WHERE name = 'b'"))
             thread = threading.Thread(target=writer._write, args=(group,))
             thread.start()
-            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database() AND pid <> pg_backend_pid()"
+            )
             deadline = time.time() + 20
             while other.execute(text(waiting)).scalar_one() == 0:
                 assert time.time() < deadline, "the writer never waited for host b"
                 time.sleep(0.05)
-            time.sleep(0.3)  # the writer's deadlock check comes first: it is the one undone
             other.execute(text("UPDATE hosts SET last_seen = last_seen WHERE name = 'a'"))
         thread.join(30)
         answers = [r.future.result(timeout=0) for r in group]
