@@ -279,9 +279,8 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str,
     server = ServerProcess(
         url, env={"SPECWATCH_PRUNE_INTERVAL_S": "3600", "SPECWATCH_WORKERS": str(SHAPE["workers"])}
     ).start()
-    time.sleep(
-        3
-    )  # every worker and the jobs process up (imported, detector state rebuilt), not only the first
+    # every worker and the jobs process up (imported, detector state rebuilt), not only the first to answer
+    time.sleep(3)
     assert server.proc is not None
     proc = psutil.Process(server.proc.pid)
     procs = [proc, *proc.children(recursive=True)]

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,16 +60,6 @@ class Receiver:
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(r["body"]) for r in self.received()]
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float = 0.1) -> T:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def verify_signature(record: dict[str, Any], secret: str = SECRET) -> bool:

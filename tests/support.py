@@ -10,10 +10,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -26,6 +26,7 @@ PG_ADMIN_URL = os.environ.get(
     "SPECWATCH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 CHROMIUM = os.environ.get("SPECWATCH_TEST_CHROMIUM", "/usr/bin/chromium")
+T = TypeVar("T")
 
 
 def unavailable(what: str) -> None:
@@ -285,13 +286,15 @@ def count_rows(database_url: str, table: str) -> int:
         eng.dispose()
 
 
-def wait_for(cond: Any, timeout: float, what: str) -> None:
-    """Poll ``cond`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float = 0.1) -> T:
+    """Poll ``probe`` until it returns something truthy, and return that; fail naming ``what`` after
+    ``timeout`` seconds."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
+        value = probe()
+        if value:
+            return value
+        time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 

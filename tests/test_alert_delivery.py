@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.db import upgrade
-from tests.alert_support import SECRET, Receiver, Store, verify_signature, wait_for
-from tests.support import ServerProcess
+from tests.alert_support import SECRET, Receiver, Store, verify_signature
+from tests.support import ServerProcess, wait_for
 
 FAST_RETRIES = {
     "SPECWATCH_PUBLIC_URL": "https://specwatch.example.net",

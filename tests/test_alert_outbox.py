@@ -14,7 +14,8 @@ from app import incidents, models
 from app.alerts import outbox, receivers, silences
 from app.alerts.sender import Sender, SenderConfig
 from app.db import transaction
-from tests.alert_support import Receiver, Store, wait_for
+from tests.alert_support import Receiver, Store
+from tests.support import wait_for
 
 
 @pytest.fixture

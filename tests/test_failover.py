@@ -66,7 +66,7 @@ def test_detection_and_alerting_survive_the_leaders_death_without_duplicates(pg,
     servers = [ServerProcess(url, env=env).start(), ServerProcess(url, env=env).start()]
     agents: list[Any] = []
     try:
-        wait_for(lambda: sum(map(is_leader, servers)) == 1, 30, "one leader")
+        wait_for("one leader", lambda: sum(map(is_leader, servers)) == 1, 30)
         leader = next(s for s in servers if is_leader(s))
         follower = next(s for s in servers if s is not leader)
         # a launch that deadlocks, ingested through the follower: the leader detects it from the database
@@ -76,19 +76,19 @@ def test_detection_and_alerting_survive_the_leaders_death_without_duplicates(pg,
         # a healthy launch ingested through the leader
         agents.append(agent(leader, tokens["node-c"], tmp_path / "c", "healthy", "node-c", "dep-c"))
         wait_for(
+            "the leader to alert on dep-a's deadlock",
             lambda: any(m["deployment"] == "dep-a" and m["event"] == "opened" for m in opened(receiver)),
             180,
-            "the leader to alert on dep-a's deadlock",
         )
         before = opened(receiver)
         leader.stop(sig=signal.SIGKILL)
         # a second launch deadlocks after the fail-over: only the survivor can detect and announce it
         agents.append(agent(follower, tokens["node-b"], tmp_path / "b", "collective-spin", "node-b", "dep-b"))
-        wait_for(lambda: is_leader(follower), 30, "the follower to take the lease")
+        wait_for("the follower to take the lease", lambda: is_leader(follower), 30)
         wait_for(
+            "the survivor to alert on dep-b's deadlock",
             lambda: any(m["deployment"] == "dep-b" and m["event"] == "opened" for m in opened(receiver)),
             180,
-            "the survivor to alert on dep-b's deadlock",
         )
         time.sleep(10)  # room for a duplicate to show up, if the new leader were to re-announce dep-a
         after = opened(receiver)

@@ -23,15 +23,15 @@ def jobs_children(server: ServerProcess) -> list[psutil.Process]:
 def test_the_jobs_process_is_restarted_when_it_dies(tmp_path: Path) -> None:
     server = ServerProcess(f"sqlite:///{tmp_path}/db.sqlite", env={"SPECWATCH_LEADER_LEASE_S": "2"}).start()
     try:
-        wait_for(lambda: len(jobs_children(server)) == 1, 20, "the jobs process")
-        wait_for(lambda: is_leader(server), 20, "the jobs process to take the leader lease")
+        wait_for("the jobs process", lambda: len(jobs_children(server)) == 1, 20)
+        wait_for("the jobs process to take the leader lease", lambda: is_leader(server), 20)
         first = jobs_children(server)[0]
         first.send_signal(signal.SIGKILL)  # no clean release: its successor waits the lease out
         first.wait(10)
         wait_for(
-            lambda: [p.pid for p in jobs_children(server)] not in ([], [first.pid]), 20, "a new jobs process"
+            "a new jobs process", lambda: [p.pid for p in jobs_children(server)] not in ([], [first.pid]), 20
         )
-        wait_for(lambda: is_leader(server), 30, "the new jobs process to lead")
+        wait_for("the new jobs process to lead", lambda: is_leader(server), 30)
         assert "restarting it" in server.output()
     finally:
         server.stop()
@@ -39,7 +39,7 @@ def test_the_jobs_process_is_restarted_when_it_dies(tmp_path: Path) -> None:
 
 def test_the_jobs_process_goes_with_its_server(tmp_path: Path) -> None:
     server = ServerProcess(f"sqlite:///{tmp_path}/db.sqlite").start()
-    wait_for(lambda: len(jobs_children(server)) == 1, 20, "the jobs process")
+    wait_for("the jobs process", lambda: len(jobs_children(server)) == 1, 20)
     child = jobs_children(server)[0]
     server.stop(sig=signal.SIGKILL)
     _, alive = psutil.wait_procs([child], timeout=15)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.alert_support import Receiver, wait_for
-from tests.support import cli
+from tests.alert_support import Receiver
+from tests.support import cli, wait_for
 
 
 def test_agent_stamps_send_time_on_every_attempt(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.alert_support import Receiver, Store, wait_for
-from tests.support import ServerProcess
+from tests.alert_support import Receiver, Store
+from tests.support import ServerProcess, wait_for
 
 ENV = {
     "SPECWATCH_PUBLIC_URL": "https://specwatch.example.net",
