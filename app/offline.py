@@ -3,10 +3,8 @@ runs over records on a virtual clock, and collecting the incidents it decides in
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import Any
 
 from agents import wire
@@ -22,14 +20,6 @@ from app.rankstate import (
 )
 
 LAUNCH = "offline"
-_TAG = re.compile(r"(?<![A-Za-z])(DP|PP|ATTN_CP|MOE_DP|TP|EP)[_-]?(\d+)(?!\d)")
-
-
-def rank_from_filename(path: str) -> str | None:
-    """``sglang-TP3.log`` -> ``TP3``, ``sglang-DP0-TP1.log`` -> ``DP0 TP1``: the rank of untagged lines
-    (tqdm bars on stderr) in a per-rank log file. None for a file that names no rank."""
-    tags = _TAG.findall(PurePath(path).name)
-    return " ".join(f"{kind}{n}" for kind, n in tags) or None
 
 
 def metric_samples(text: str, ts: float) -> list[wire.MetricSample]:

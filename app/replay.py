@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agents import wire
+from agents import ranklabel, wire
 from app.cli import CommandError
 from app.detect import DetectConfig
-from app.offline import OfflineRun, rank_from_filename
+from app.offline import OfflineRun
 from app.rankstate import LaunchState
 
 # a gap longer than this is skipped in one step rather than ticked through (a log left for a day)
@@ -28,7 +28,7 @@ def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]
 
     out: list[tuple[str, wire.Event]] = []
     for path in paths:
-        parser = LogParser(tz=tz, default_rank=rank_from_filename(str(path)), source=f"log:{path}")
+        parser = LogParser(tz=tz, default_rank=ranklabel.from_filename(str(path)), source=f"log:{path}")
         host = path.stem
         with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
             for line in fh:
@@ -75,7 +75,7 @@ def acceptance(st: LaunchState) -> dict[str, Any]:
 def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, Any]:
     st = run.launch
     ranks = {}
-    for label in sorted(st.ranks, key=_rank_order):
+    for label in sorted(st.ranks, key=ranklabel.sort_key):
         r = st.ranks[label]
         ranks[label] = {
             "phase": r.phase,
@@ -94,10 +94,6 @@ def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, A
         "ready_at": st.ready_at,
         "acceptance": acceptance(st),
     }
-
-
-def _rank_order(label: str) -> tuple[int, ...]:
-    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in label.split())
 
 
 def _t(ts: float | None) -> str:
