@@ -39,8 +39,9 @@ def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]
 
 
 def replay(
-    paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2.0
+    paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2.0, until: float | None = None
 ) -> tuple[OfflineRun, list[tuple[str, wire.Event]]]:
+    """``until``: let the clock run to this time after the last line (a log that ends mid-stall)."""
     # logs carry no agent heartbeat: silence in them is never an agent going away
     cfg = (cfg or DetectConfig()).model_copy(update={"agent_silent_enabled": False})
     run = OfflineRun(cfg, tick_s=tick_s)
@@ -53,7 +54,7 @@ def replay(
         run.events(host, [ev])
     if events:
         # judge the state the last lines left (a confirmed signal opens at once, a suspicion after open_after_s)
-        run.advance(events[-1][1].ts + cfg.open_after_s + 2 * tick_s)
+        run.advance(until if until is not None else events[-1][1].ts + cfg.open_after_s + 2 * tick_s)
     return run, events
 
 
