@@ -28,7 +28,13 @@ def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]
 
     out: list[tuple[str, wire.Event]] = []
     for path in paths:
-        parser = LogParser(tz=tz, default_rank=ranklabel.from_filename(str(path)), source=f"log:{path}")
+        # a header without a year or date (glog, old SGLang) is dated as the agent's tailer dates it: by the file
+        parser = LogParser(
+            tz=tz,
+            default_rank=ranklabel.from_filename(str(path)),
+            source=f"log:{path}",
+            base_date=datetime.fromtimestamp(path.stat().st_mtime, tz).date(),
+        )
         host = path.stem
         with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
             for line in fh:
