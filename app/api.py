@@ -173,6 +173,8 @@ def incident_dict(inc: models.Incident) -> dict[str, Any]:
         "confidence": inc.confidence,
         "severity": inc.severity,
         "culprit": inc.culprit,
+        "culprit_at_open": inc.culprit_at_open,
+        "confirmed_by": inc.confirmed_by,
         "ranks": inc.ranks,
         "summary": inc.summary,
         "evidence": inc.evidence,

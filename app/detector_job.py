@@ -17,6 +17,7 @@ from agents import wire
 from app import incidents, models, stack_requests
 from app.db import insert_ignore, read_transaction, transaction
 from app.detect import HANG_KINDS, Decision, DetectConfig, Detector, Finding
+from app.detect.ledger import Change, IncidentRecord, Ledger
 from app.detector_feed import Feed
 from app.rankstate import (
     Fleet,
@@ -66,6 +67,7 @@ class DetectorService:
         self.loaded = False
         self.rows: dict[tuple[str, str], _RankRow] = {}
         self.incident_ids: dict[str, int] = {}
+        self.ledger = Ledger()
         self.evidence_at: dict[str, float] = {}
         self.statuses: dict[str, str] = {}
 
@@ -156,6 +158,7 @@ class DetectorService:
             )
         for inc in s.execute(select(models.Incident).where(models.Incident.status == "open")).scalars():
             self.incident_ids[inc.key] = inc.id
+            self.ledger.adopt(_record_of(inc))
             # the rebuilt state needs up to one expected interval before it can show the problem again
             self.detector.adopt(
                 inc.key, inc.kind, inc.confidence, inc.culprit, now, grace_s=self.cfg.starting_s
@@ -270,10 +273,9 @@ class DetectorService:
         for lid in ended:
             key = str(lid)
             for inc_key in self.detector.forget(key):
-                inc_id = self.incident_ids.pop(inc_key, None)
-                row = s.get(models.Incident, inc_id) if inc_id else None
-                if row is not None and row.status == "open":
-                    incidents.resolve_incident(s, row, now=now, summary=row.summary + " (launch ended)")
+                rec = self.ledger.open.get(inc_key)
+                if rec is not None:
+                    self._persist(s, self.ledger.resolve(inc_key, now, rec.summary + " (launch ended)"))
             st = self.fleet.launches.pop(key)
             for r in st.ranks.values():
                 self.rows.pop((key, r.label), None)
@@ -283,50 +285,57 @@ class DetectorService:
                     self.fleet.by_gpu.pop((r.host, u), None)
 
     def _apply(self, s: Session, d: Decision) -> None:
-        f = d.finding
-        host_ids = {name: hid for hid, name in self.feed.hosts.items()}
-        if d.action == "open" and f is not None:
+        change = self.ledger.apply(d)
+        if change is not None:
+            self._persist(s, change)
+            if change.change in ("opened", "updated") and d.finding is not None:
+                self._ask_stacks(s, d.finding, self.incident_ids[change.record.key], d.at)
+
+    def _persist(self, s: Session, change: Change | None) -> None:
+        """Write what the ledger decided: the row mirrors the ledger's record."""
+        if change is None:
+            return
+        rec = change.record
+        if change.change == "opened":
+            host_ids = {name: hid for hid, name in self.feed.hosts.items()}
             inc = incidents.open_incident(
                 s,
-                key=f.key,
-                kind=f.kind,
-                summary=f.summary,
-                now=d.at,
-                launch_id=int(f.launch) if f.launch and f.launch.isdigit() else None,
-                host_id=host_ids.get(f.host) if f.host else None,
-                culprit=f.culprit,
-                ranks=f.ranks,
-                evidence=f.evidence,
-                confidence=f.confidence,
-                severity=f.severity,
+                key=rec.key,
+                kind=rec.kind,
+                summary=rec.summary,
+                now=change.at,
+                launch_id=int(rec.launch) if rec.launch and rec.launch.isdigit() else None,
+                host_id=host_ids.get(rec.host) if rec.host else None,
+                culprit=rec.culprit,
+                ranks=rec.ranks,
+                evidence=rec.evidence,
+                confidence=rec.confidence,
+                severity=rec.severity,
+                confirmed_by=rec.confirmed_by,
             )
-            self.incident_ids[f.key] = inc.id
-            self.evidence_at[f.key] = d.at
-            self._ask_stacks(s, f, inc.id, d.at)
+            self.incident_ids[rec.key] = inc.id
+            self.evidence_at[rec.key] = change.at
             return
-        inc_id = self.incident_ids.get(d.key)
+        inc_id = self.incident_ids.get(rec.key)
         row = s.get(models.Incident, inc_id) if inc_id else None
         if row is None or row.status != "open":
             return
-        if d.action == "upgrade" and f is not None:
+        row.ranks, row.confirmed_by = rec.ranks, rec.confirmed_by
+        if change.change == "upgraded":
             incidents.upgrade_incident(
-                s, row, now=d.at, summary=f.summary, evidence=f.evidence, culprit=f.culprit
+                s, row, now=change.at, summary=rec.summary, evidence=rec.evidence, culprit=rec.culprit
             )
-            if f.ranks:
-                row.ranks = f.ranks
-        elif d.action == "update" and f is not None:
-            row.culprit, row.ranks, row.summary, row.evidence, row.updated_at = (
-                f.culprit,
-                f.ranks,
-                f.summary,
-                f.evidence,
-                d.at,
+        elif change.change == "updated":
+            row.culprit, row.summary, row.evidence, row.updated_at = (
+                rec.culprit,
+                rec.summary,
+                rec.evidence,
+                change.at,
             )
-            self._ask_stacks(s, f, row.id, d.at)
-        elif d.action == "resolve":
-            incidents.resolve_incident(s, row, now=d.at, summary=d.summary)
-            self.incident_ids.pop(d.key, None)
-            self.evidence_at.pop(d.key, None)
+        elif change.change == "resolved":
+            incidents.resolve_incident(s, row, now=change.at, summary=rec.summary)
+            self.incident_ids.pop(rec.key, None)
+            self.evidence_at.pop(rec.key, None)
 
     def _refresh_evidence(self, s: Session, now: float) -> None:
         """Keep an open incident's evidence current (quiet time, stacks that arrived) without a status change."""
@@ -340,8 +349,9 @@ class DetectorService:
             row = s.get(models.Incident, self.incident_ids[key]) if key in self.incident_ids else None
             if row is None or row.status != "open" or t.last_seen < now:
                 continue
-            if row.evidence != t.finding.evidence:
-                row.evidence, row.summary, row.updated_at = t.finding.evidence, t.finding.summary, now
+            rec = self.ledger.refresh(key, t.finding)
+            if rec is not None:
+                row.evidence, row.summary, row.updated_at = rec.evidence, rec.summary, now
             self.evidence_at[key] = now
 
     def _ask_stacks(self, s: Session, f: Finding, incident_id: int, now: float) -> None:
@@ -373,4 +383,22 @@ def _marker(r: RankState) -> tuple[Any, ...]:
         r.exited_at,
         r.proc_state,
         len(r.gpu_uuids),
+    )
+
+
+def _record_of(inc: models.Incident) -> IncidentRecord:
+    """A stored open incident as the ledger's record (the culprit it opened with, if stored)."""
+    return IncidentRecord(
+        key=inc.key,
+        kind=inc.kind,
+        opened_at=inc.opened_at,
+        culprit_at_open=inc.culprit_at_open,
+        culprit=inc.culprit,
+        ranks=list(inc.ranks or []),
+        summary=inc.summary,
+        evidence=list(inc.evidence or []),
+        confidence=inc.confidence,
+        confirmed_by=list(inc.confirmed_by or []),
+        launch=str(inc.launch_id) if inc.launch_id is not None else None,
+        severity=inc.severity,
     )

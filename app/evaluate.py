@@ -14,9 +14,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents import ranklabel
 from app.cli import CommandError
 from app.detect import DetectConfig
-from app.offline import IncidentRecord, OfflineRun, metric_samples, rank_from_filename
+from app.offline import IncidentRecord, OfflineRun, metric_samples
 
 T0 = 1_780_000_000.0  # a fixed virtual epoch: runs are reproducible
 MEDIAN_GOAL_S = 30.0
@@ -74,7 +75,7 @@ def run_scenario(
                 p = parsers.get(key)
                 if p is None:
                     p = parsers[key] = LogParser(
-                        default_rank=rank_from_filename(line.file), source=f"log:{line.file}"
+                        default_rank=ranklabel.from_filename(line.file), source=f"log:{line.file}"
                     )
                 events += p.feed(line.text, now=line.ts)
             for p in parsers.values():

@@ -49,6 +49,7 @@ def open_incident(
     confidence: str = "suspected",
     severity: str = "critical",
     opened_at: float | None = None,
+    confirmed_by: list[str] | None = None,
 ) -> Incident:
     incident = Incident(
         key=key,
@@ -60,6 +61,8 @@ def open_incident(
         launch_id=launch_id,
         host_id=host_id,
         culprit=culprit,
+        culprit_at_open=culprit,
+        confirmed_by=confirmed_by or [],
         ranks=ranks or [],
         evidence=evidence or [],
         opened_at=now if opened_at is None else opened_at,

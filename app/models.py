@@ -253,7 +253,11 @@ class Incident(Base):
     confidence: Mapped[str] = mapped_column(String(16), default="suspected")  # suspected | confirmed
     severity: Mapped[str] = mapped_column(String(16), default="critical")
     culprit: Mapped[str | None] = mapped_column(String(64))
+    # the rank named when it opened (the culprit may be refined later): what a page at 2 a.m. acted on
+    culprit_at_open: Mapped[str | None] = mapped_column(String(64))
     ranks: Mapped[list[Any]] = mapped_column(default=list)
+    # signals of other kinds that confirmed it (the NCCL watchdog confirming a suspected deadlock)
+    confirmed_by: Mapped[list[Any]] = mapped_column(default=list)
     summary: Mapped[str] = mapped_column(Text)
     evidence: Mapped[list[Any]] = mapped_column(default=list)
     # stable identity of "the same problem" so the detector updates rather than re-opens

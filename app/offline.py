@@ -3,14 +3,11 @@ runs over records on a virtual clock, and collecting the incidents it decides in
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import PurePath
-from typing import Any
 
 from agents import wire
 from app.detect import Decision, DetectConfig, Detector
+from app.detect.ledger import IncidentRecord, Ledger
 from app.rankstate import (
     DETECTOR_METRICS,
     Fleet,
@@ -22,14 +19,6 @@ from app.rankstate import (
 )
 
 LAUNCH = "offline"
-_TAG = re.compile(r"(?<![A-Za-z])(DP|PP|ATTN_CP|MOE_DP|TP|EP)[_-]?(\d+)(?!\d)")
-
-
-def rank_from_filename(path: str) -> str | None:
-    """``sglang-TP3.log`` -> ``TP3``, ``sglang-DP0-TP1.log`` -> ``DP0 TP1``: the rank of untagged lines
-    (tqdm bars on stderr) in a per-rank log file. None for a file that names no rank."""
-    tags = _TAG.findall(PurePath(path).name)
-    return " ".join(f"{kind}{n}" for kind, n in tags) or None
 
 
 def metric_samples(text: str, ts: float) -> list[wire.MetricSample]:
@@ -49,35 +38,6 @@ def metric_samples(text: str, ts: float) -> list[wire.MetricSample]:
     return out
 
 
-@dataclass(slots=True)
-class IncidentRecord:
-    key: str
-    kind: str
-    opened_at: float
-    culprit_at_open: str | None
-    culprit: str | None
-    ranks: list[str]
-    summary: str
-    evidence: list[dict[str, Any]]
-    confidence: str
-    confirmed_by: list[str] = field(default_factory=list)
-    upgraded_at: float | None = None
-    resolved_at: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "ranks": self.ranks,
-            "culprit": self.culprit,
-            "opened_at": self.opened_at,
-            "resolved_at": self.resolved_at,
-            "confidence": self.confidence,
-            "confirmed_by": self.confirmed_by,
-            "summary": self.summary,
-            "evidence": self.evidence,
-        }
-
-
 class OfflineRun:
     """A fleet, a detector and the incident history, advanced record by record on the records' own clock."""
 
@@ -86,8 +46,12 @@ class OfflineRun:
         self.detector = Detector(cfg or DetectConfig())
         self.tick_s = tick_s
         self.next_tick: float | None = None
-        self.incidents: list[IncidentRecord] = []
-        self._open: dict[str, IncidentRecord] = {}
+        self.ledger = Ledger()
+
+    @property
+    def incidents(self) -> list[IncidentRecord]:
+        """Every incident opened so far, in opening order, as the server would have stored it."""
+        return self.ledger.history
 
     @property
     def launch(self) -> LaunchState:
@@ -119,37 +83,4 @@ class OfflineRun:
 
     def _record(self, decisions: list[Decision]) -> None:
         for d in decisions:
-            f = d.finding
-            if d.action == "open" and f is not None:
-                rec = IncidentRecord(
-                    d.key,
-                    f.kind,
-                    d.at,
-                    f.culprit,
-                    f.culprit,
-                    list(f.ranks),
-                    f.summary,
-                    list(f.evidence),
-                    f.confidence,
-                    list(f.confirmed_by),
-                )
-                self.incidents.append(rec)
-                self._open[d.key] = rec
-                continue
-            current = self._open.get(d.key)
-            if current is None:
-                continue
-            rec = current
-            if d.action in ("upgrade", "update") and f is not None:
-                rec.culprit, rec.ranks, rec.summary, rec.evidence = (
-                    f.culprit or rec.culprit,
-                    list(f.ranks),
-                    f.summary,
-                    list(f.evidence),
-                )
-                rec.confirmed_by = sorted({*rec.confirmed_by, *f.confirmed_by})
-                if d.action == "upgrade":
-                    rec.confidence, rec.upgraded_at = "confirmed", d.at
-            elif d.action == "resolve":
-                rec.resolved_at = d.at
-                del self._open[d.key]
+            self.ledger.apply(d)

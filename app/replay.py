@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agents import wire
+from agents import ranklabel, wire
 from app.cli import CommandError
 from app.detect import DetectConfig
-from app.offline import OfflineRun, rank_from_filename
+from app.offline import OfflineRun
 from app.rankstate import LaunchState
 
 # a gap longer than this is skipped in one step rather than ticked through (a log left for a day)
@@ -28,7 +28,13 @@ def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]
 
     out: list[tuple[str, wire.Event]] = []
     for path in paths:
-        parser = LogParser(tz=tz, default_rank=rank_from_filename(str(path)), source=f"log:{path}")
+        # a header without a year or date (glog, old SGLang) is dated as the agent's tailer dates it: by the file
+        parser = LogParser(
+            tz=tz,
+            default_rank=ranklabel.from_filename(str(path)),
+            source=f"log:{path}",
+            base_date=datetime.fromtimestamp(path.stat().st_mtime, tz).date(),
+        )
         host = path.stem
         with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
             for line in fh:
@@ -39,8 +45,9 @@ def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]
 
 
 def replay(
-    paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2.0
+    paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2.0, until: float | None = None
 ) -> tuple[OfflineRun, list[tuple[str, wire.Event]]]:
+    """``until``: let the clock run to this time after the last line (a log that ends mid-stall)."""
     # logs carry no agent heartbeat: silence in them is never an agent going away
     cfg = (cfg or DetectConfig()).model_copy(update={"agent_silent_enabled": False})
     run = OfflineRun(cfg, tick_s=tick_s)
@@ -53,7 +60,7 @@ def replay(
         run.events(host, [ev])
     if events:
         # judge the state the last lines left (a confirmed signal opens at once, a suspicion after open_after_s)
-        run.advance(events[-1][1].ts + cfg.open_after_s + 2 * tick_s)
+        run.advance(until if until is not None else events[-1][1].ts + cfg.open_after_s + 2 * tick_s)
     return run, events
 
 
@@ -75,7 +82,7 @@ def acceptance(st: LaunchState) -> dict[str, Any]:
 def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, Any]:
     st = run.launch
     ranks = {}
-    for label in sorted(st.ranks, key=_rank_order):
+    for label in sorted(st.ranks, key=ranklabel.sort_key):
         r = st.ranks[label]
         ranks[label] = {
             "phase": r.phase,
@@ -94,10 +101,6 @@ def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, A
         "ready_at": st.ready_at,
         "acceptance": acceptance(st),
     }
-
-
-def _rank_order(label: str) -> tuple[int, ...]:
-    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in label.split())
 
 
 def _t(ts: float | None) -> str:

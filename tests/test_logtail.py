@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.collectors.logs import LogTailer, rank_from_name
+from agents.collectors.logs import LogTailer
 from agents.logparse import LogParser
 from agents.wire import Event
 
@@ -254,14 +254,6 @@ def test_undated_lines_take_the_read_time_once_caught_up_but_not_in_a_backlog(tm
     append(log, 'INFO:     10.0.0.1:2 - "POST /generate HTTP/1.1" 200 OK\n')
     (live,) = t.poll(T0 + 5)
     assert live.kind == "http_access" and live.ts == T0 + 5
-
-
-def test_rank_from_file_name() -> None:
-    assert rank_from_name("/var/log/sglang-TP3.log") == "TP3"
-    assert rank_from_name("scheduler_DP0_TP1.log") == "DP0 TP1"
-    assert rank_from_name("pp1-tp0.log") is None
-    assert rank_from_name("STOP.log") is None
-    assert rank_from_name("launch.log") is None
 
 
 def test_custom_parser_factory_and_source(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ import contextlib
 import glob
 import logging
 import os
-import re
 import stat
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from agents import wire
+from agents import ranklabel, wire
 from agents.collectors import logstate
 from agents.collectors.logstate import Saved, fingerprint, identity
 
@@ -42,15 +41,7 @@ ParserFactory = Callable[[str], Parser]
 
 log = logging.getLogger("specwatch.agent.logs")
 
-_RANK_IN_NAME = re.compile(r"(?<![A-Za-z])((?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}[_ -]?){1,6})(?![A-Za-z])")
-_RANK_TAG = re.compile(r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}")
 _CHUNK = 1 << 20
-
-
-def rank_from_name(path: str) -> str | None:
-    """``sglang-TP3.log`` -> ``"TP3"``, ``scheduler_DP0_TP1.log`` -> ``"DP0 TP1"``: a per-rank file's label."""
-    m = _RANK_IN_NAME.search(Path(path).name)
-    return " ".join(_RANK_TAG.findall(m.group(1))) if m else None
 
 
 def _default_factory(path: str) -> Parser:
@@ -262,7 +253,7 @@ class LogTailer:
         fp, fp_len = fingerprint(fd)
         parser = self.factory(path)
         if self.rank_from_filename and getattr(parser, "default_rank", "") is None:
-            parser.default_rank = rank_from_name(path)  # type: ignore[attr-defined]
+            parser.default_rank = ranklabel.from_filename(path)  # type: ignore[attr-defined]
         if getattr(parser, "base_date", "") is None:
             parser.base_date = _mtime_date(st, parser)  # type: ignore[attr-defined]
         start, skipping = 0, False

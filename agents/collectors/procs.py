@@ -18,14 +18,13 @@ from typing import Any, Literal, Protocol
 
 import psutil
 
-from agents import wire
+from agents import ranklabel, wire
 
 log = logging.getLogger("specwatch.agent.procs")
 
 Role = Literal["scheduler", "main", "tokenizer", "detokenizer", "worker", "other"]
 Engine = Literal["sglang", "vllm", "unknown"]
 
-_TAG = re.compile(r"(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d+)")
 _SGLANG_TITLE = re.compile(r"^sglang::(\w+?)(?:_((?:(?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d+_?)+))?(?:\s|$)")
 _VLLM_TITLE = re.compile(r"^VLLM::(\w+?)(?:_((?:(?:DP|PP|TP|EP)\d+_?)+))?(?:\s|$)")
 _STATES = {
@@ -53,14 +52,6 @@ class EngineProcess:
     rank: str | None
 
 
-def rank_label(tags: str | None) -> str | None:
-    """``DP0_TP1`` (a process title) -> ``DP0 TP1`` (the engine's log prefix)."""
-    if not tags:
-        return None
-    found = _TAG.findall(tags)
-    return " ".join(f"{k}{v}" for k, v in found) or None
-
-
 def classify(cmdline: list[str]) -> EngineProcess | None:
     """Recognise an engine process from its command line (as psutil returns it), or None."""
     if not cmdline:
@@ -74,12 +65,12 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
             "detokenizer": "detokenizer",
             "tokenizer": "tokenizer",
         }.get(kind, "other")  # type: ignore[assignment]
-        return EngineProcess(title.split()[0][:128], role, "sglang", rank_label(m.group(2)))
+        return EngineProcess(title.split()[0][:128], role, "sglang", ranklabel.from_tags(m.group(2)))
     m = _VLLM_TITLE.match(title)
     if m:
         kind = m.group(1)
         vrole: Role = {"Worker": "worker", "EngineCore": "scheduler", "APIServer": "main"}.get(kind, "other")  # type: ignore[assignment]
-        return EngineProcess(title.split()[0][:128], vrole, "vllm", rank_label(m.group(2)))
+        return EngineProcess(title.split()[0][:128], vrole, "vllm", ranklabel.from_tags(m.group(2)))
     args = [a for a in cmdline[:8] if a]
     base = [Path(a).name for a in args]
     joined = " ".join(args)

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.collectors.logs import rank_from_name
+    from agents.ranklabel import from_filename
 
     from .parser import LogParser
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"specwatch: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        rank = args.rank or (rank_from_name(name) if name != "-" else None)
+        rank = args.rank or (from_filename(name) if name != "-" else None)
         parser = LogParser(tz=tz, default_rank=rank, source=f"log:{name}")
         with stream:
             for events, n in _events(parser, stream):

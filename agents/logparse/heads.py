@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from agents import ranklabel
+
 from .values import Fields
 
 # [2025-06-26 09:47:18.123 DP0 TP0] / [23:17:01 TP7] / [2026-02-23 15:46:19]
@@ -76,7 +78,7 @@ def unwrap(s: str) -> Wrapped:
             process = m.group(1).split(" ", 1)[0][:128]
             fields["process"] = process
             if "Worker" in process:
-                rank = " ".join(RANK_TAG.findall(process)) or None
+                rank = ranklabel.from_tags(process)
             s = s[m.end() :]
         elif c and c.isalnum() and " | " in s[:130]:
             m = COMPOSE.match(s)
@@ -99,5 +101,4 @@ def frac(digits: str | None) -> float:
 
 def rank_label(tags: str) -> str | None:
     """`` DP0 TP0`` -> ``"DP0 TP0"``: the engine's own order, one space between tags."""
-    t = tags.strip()
-    return t or None
+    return ranklabel.from_tags(tags)

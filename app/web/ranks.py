@@ -7,18 +7,15 @@ GPUs from NVML's per-GPU pid lists, and phases from the log milestones each rank
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from agents import ranklabel
 from app import models
 from app.rankstate.model import PHASES
-
-TAG_ORDER = ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP")
-_TAG = re.compile(r"([A-Z_]+?)(\d+)")
 
 # Log milestone -> the phase it starts. Used only when the detector has written no phase history.
 MILESTONE_PHASES = {
@@ -33,11 +30,6 @@ MILESTONE_PHASES = {
     "scheduler_exception": "crashed",
     "init_failed": "crashed",
 }
-
-
-def rank_sort_key(host: str | None, label: str) -> tuple[Any, ...]:
-    tags = dict((t, int(n)) for t, n in _TAG.findall(label))
-    return (host or "", *(tags.get(t, -1) for t in TAG_ORDER), label)
 
 
 @dataclass(slots=True)
@@ -106,7 +98,7 @@ def load_ranks(session: Session, launch_id: int) -> list[RankView]:
         views += extra
         uuids = [r.gpu_uuids for r, _ in rows] + [[] for _ in extra]
     _attach_gpus(session, views, uuids)
-    views.sort(key=lambda v: rank_sort_key(v.host, v.label))
+    views.sort(key=lambda v: ranklabel.sort_key(v.label, v.host))
     return views
 
 
@@ -256,7 +248,7 @@ def attach_progress(session: Session, launch_id: int, views: list[RankView]) -> 
             if v.label == label:
                 v.progress[name] = item
     launch = dict(unlabelled)
-    for v in sorted(views, key=lambda v: rank_sort_key(None, v.label)):  # rank 0's bars stand for the launch
+    for v in sorted(views, key=lambda v: ranklabel.sort_key(v.label)):  # rank 0's bars stand for the launch
         for name, item in v.progress.items():
             launch.setdefault(name, item)
     return launch
