@@ -19,6 +19,7 @@ IncidentKind = Literal[
     "rank_divergence",
     "stalled_serving",
     "low_acceptance",
+    "acceptance_drift",
     "gpu_xid",
     "agent_silent",
 ]

@@ -23,6 +23,7 @@ KIND_TITLES = {
     "rank_divergence": "Rank diverged from its peers",
     "stalled_serving": "Serving stalled",
     "low_acceptance": "Low speculative acceptance",
+    "acceptance_drift": "Speculative acceptance drifted below its baseline",
     "gpu_xid": "GPU XID error",
     "agent_silent": "Agent silent",
     "test": "Test message",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.detect import faults, hangs
+from app.detect import drift, faults, hangs
 from app.detect.config import DetectConfig
 from app.detect.findings import HANG_KINDS, INCIDENT_KINDS, Decision, Evidence, Finding, evidence
 from app.rankstate import Fleet, mark_stalled, note_gone
@@ -54,6 +54,9 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
             out.append(div)
         if (acc := faults.low_acceptance(st, now, cfg)) is not None:
             out.append(acc)
+        # a collapse is low_acceptance's: a drift is reported only while acceptance has not collapsed
+        elif (dr := drift.acceptance_drift(st, now, cfg)) is not None:
+            out.append(dr)
     out += faults.xids(fleet, now, cfg)
     out += faults.agents_silent(fleet, now, cfg)
     return out
@@ -162,6 +165,8 @@ def _resolved_summary(t: _Tracked) -> str:
         return "The agent reports again."
     if kind == "low_acceptance":
         return "Acceptance recovered: the draft's tokens are accepted again."
+    if kind == "acceptance_drift":
+        return "Acceptance is back near this launch's baseline at the same batch sizes."
     if kind == "gpu_xid":
         return "No further XID and the rank moves again."
     return f"{kind.replace('_', ' ')} no longer observed."

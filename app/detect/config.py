@@ -61,6 +61,30 @@ class DetectConfig(BaseModel):
     )
     low_accept_window_s: float = Field(300.0, description="Window of decode reports judged for acceptance.")
     low_accept_fraction: float = Field(0.75, description="Share of low reports in the window that opens.")
+    # --- acceptance drift (app/detect/drift.py): a launch against its own first healthy window
+    drift_drop: float = Field(
+        0.25, description="Fall of accept length, like for like against the baseline, that is a drift."
+    )
+    drift_sustain_s: float = Field(
+        600.0, description="How long the fall must hold before acceptance_drift opens."
+    )
+    drift_baseline_s: float = Field(
+        600.0, description="Length of the baseline window (the launch's first healthy one)."
+    )
+    drift_warmup_s: float = Field(
+        120.0,
+        description="Reports this soon after a launch's first one are not baseline (traffic ramping up).",
+    )
+    drift_min_minutes: int = Field(
+        5, description="Minutes with comparable reports needed in the baseline and in the current window."
+    )
+    drift_z: float = Field(
+        4.0,
+        description="The fall must be this many standard errors of the baseline's minute-to-minute spread.",
+    )
+    drift_recover_drop: float = Field(
+        0.15, description="An open drift resolves once the fall over the window is back under this."
+    )
     # --- hosts and hardware
     agent_silent_grace_s: float = Field(
         30.0, description="An agent silent for its interval plus this is down: agent_silent."

@@ -13,6 +13,7 @@ INCIDENT_KINDS = (
     "rank_divergence",
     "stalled_serving",
     "low_acceptance",
+    "acceptance_drift",
     "gpu_xid",
     "agent_silent",
 )

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agents import wire
+from app.rankstate.accept_history import AcceptHistory
 
 # Order in which a healthy rank passes through its life. ``stalled`` is set by the detector, never by a log line.
 PHASES = (
@@ -75,6 +76,7 @@ class AcceptReport:
     accept_len: float | None
     accept_rate: float | None
     batch: int | None  # running requests when it was reported: speculation may be off above a batch size
+    per_pos: tuple[float, ...] | None = None  # acceptance rate of each draft position (vLLM says)
 
 
 @dataclass(slots=True)
@@ -180,6 +182,8 @@ class LaunchState:
     gen_tokens_total: float | None = None
     gen_tokens_rise_at: float | None = None
     accept: list[AcceptReport] = field(default_factory=list)
+    # every report rolled up per minute and batch size, for the drift rule's baseline (hours back)
+    accept_history: AcceptHistory = field(default_factory=AcceptHistory)
     shard_progress_at: float | None = None  # untagged tqdm bar (shards or capture) of rank 0
     good_batch_max: int | None = None  # largest batch at which speculation was seen working
     signals: list[tuple[str | None, Signal]] = field(default_factory=list)  # untagged failure lines

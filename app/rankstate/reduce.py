@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from agents import wire
+from app.rankstate.accept_history import per_position
 from app.rankstate.model import (
     ACCEPT_HISTORY,
     CLEAN_EXIT_CODES,
@@ -238,7 +239,8 @@ def _serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None
         st.speculative = True
         if acc_len is not None and acc_len >= GOOD_ACCEPT_LEN and running is not None:
             st.good_batch_max = max(running, st.good_batch_max or 0)
-        _remember(st.accept, AcceptReport(ev.ts, acc_len, acc_rate, running), ACCEPT_HISTORY)
+        report = AcceptReport(ev.ts, acc_len, acc_rate, running, per_position(f))
+        _remember(st.accept, report, ACCEPT_HISTORY)
 
 
 def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -> None:
