@@ -20,6 +20,7 @@ from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalErr
 
 from app import __version__, access, alerts, leader, partitions, promexport, retention, rollups, web
 from app.acceptance_api import router as acceptance_router
+from app.acceptance_detail import router as acceptance_detail_router
 from app.access import AccessControl
 from app.api import ingest_router, read_router
 from app.background import Job, Leadership, run_job
@@ -210,6 +211,7 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
     app.include_router(ingest_router)
     app.include_router(read_router)
     app.include_router(acceptance_router)
+    app.include_router(acceptance_detail_router)
     web.install(app)
     access.install(app, settings)
     app.add_middleware(AccessControl, settings=settings, factory=app.state.sessions)

@@ -8,6 +8,7 @@ Counters are integrals of a rate that drifts smoothly (``noise.wobble``), so the
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -62,13 +63,57 @@ class Traffic:
             return 0
         return self.running[self._idx(t)]
 
-    def accept_base(self, i: int) -> float:
+    def accept_base(self, i: int, t: float | None = None) -> float:
+        """Accept length of load step ``i`` at ``t`` (the draft's own quality may change over time)."""
         sv = self.sc.spec.serving
         if not self.speculative:
             return 1.0
         if sv.spec_disable_above and self.total_running[i] > sv.spec_disable_above:
             return 1.0
-        return sv.accept_len
+        return self.draft_len(self.ready if t is None else t)
+
+    def draft_len(self, t: float) -> float:
+        """The draft's accept length at ``t``, less the positions lost once they are."""
+        base = self.healthy_len(t)
+        if not self.sc.spec.serving.positions_lost:
+            return base
+        return 1.0 + sum(self.position_rates(t, base - 1.0))
+
+    def healthy_len(self, t: float) -> float:
+        """``accept_len``, or linear between ``accept_knots``."""
+        sv = self.sc.spec.serving
+        base = sv.accept_len
+        if sv.accept_knots:
+            x = (t - self.ready) / self.sc.time_scale
+            ks = sv.accept_knots
+            if x <= ks[0].at_s:
+                base = ks[0].accept_len
+            elif x >= ks[-1].at_s:
+                base = ks[-1].accept_len
+            else:
+                j = next(j for j in range(1, len(ks)) if ks[j].at_s >= x)
+                a, b = ks[j - 1], ks[j]
+                f = (x - a.at_s) / (b.at_s - a.at_s) if b.at_s > a.at_s else 1.0
+                base = a.accept_len + f * (b.accept_len - a.accept_len)
+        return base
+
+    def position_rates(self, t: float, healthy_mean: float) -> list[float]:
+        """Acceptance rate of each draft position for a draft accepting ``healthy_mean`` tokens per step,
+        with the lost positions at 0 once they are lost."""
+        sv, steps = self.sc.spec.serving, self.sc.spec.model.spec_steps
+        rates = per_position(healthy_mean, steps)
+        if sv.positions_lost and t >= self.ready + sv.positions_lost_s * self.sc.time_scale:
+            rates = [0.0 if k in sv.positions_lost else r for k, r in enumerate(rates)]
+        return rates
+
+    def knots(self, a: float, b: float) -> list[float]:
+        """[a, ..., b] split where the draft's accept length changes slope or steps."""
+        sv, cuts = self.sc.spec.serving, [a]
+        marks = [self.ready + k.at_s * self.sc.time_scale for k in sv.accept_knots]
+        if sv.positions_lost:
+            marks.append(self.ready + sv.positions_lost_s * self.sc.time_scale)
+        cuts += sorted(m for m in marks if a < m < b)
+        return [*cuts, b]
 
     def end(self, now: float) -> float:
         return min(now, self.stop)
@@ -84,16 +129,19 @@ class Traffic:
             if b <= a or not self.running[i]:
                 continue
             base = self.running[i] * self.steps_per_s
-            v = base * ((b - a) + WOBBLE_DEPTH * wobble_integral(a, b, WOBBLE_PERIOD_S, self.phase))
-            verify += v
-            gen += v * self.accept_base(i)
+            cuts = self.knots(a, b)
+            for x, y in itertools.pairwise(cuts):
+                v = base * ((y - x) + WOBBLE_DEPTH * wobble_integral(x, y, WOBBLE_PERIOD_S, self.phase))
+                verify += v
+                # linear between knots: the mean over a piece is its midpoint's value
+                gen += v * self.accept_base(i, (x + y) / 2)
         return verify, gen
 
     # -- decode windows --------------------------------------------------------------------------------
     def window(self, k: int) -> Window:
         ts = self.ready + self.offset + k * self.interval
         i = self._idx(ts)
-        running, base = self.running[i], self.accept_base(i)
+        running, base = self.running[i], self.accept_base(i, ts)
         jitter = normalish(self.seed, "acc", self.share, k)
         if self.speculative and base > 1.0:
             accept = max(1.0, base + 0.06 * jitter)
@@ -157,7 +205,7 @@ class Traffic:
             ts = base + PREFILL_SLOT_S * unit(self.seed, "pf-t", self.share, k)
             i = self._idx(ts)
             if since <= ts < until and self.running[i] > 0:
-                per_s = self.running[i] * self.steps_per_s * self.accept_base(i) / sv.output_tokens
+                per_s = self.running[i] * self.steps_per_s * self.accept_base(i, ts) / sv.output_tokens
                 n = int(per_s * PREFILL_SLOT_S + unit(self.seed, "pf-n", self.share, k))
                 if n > 0:
                     new = int(n * sv.prompt_tokens * (0.7 + 0.6 * unit(self.seed, "pf-len", self.share, k)))
@@ -165,6 +213,16 @@ class Traffic:
                     out.append((ts, n, new - cached, cached, self.running[i]))
             k += 1
         return out
+
+
+PER_POS_DECAY = 0.8  # acceptance of draft position k+1 relative to position k
+
+
+def per_position(mean_accepted: float, steps: int) -> list[float]:
+    """Acceptance rate of each draft position, decaying geometrically, summing to the mean accepted count."""
+    weights = [PER_POS_DECAY**k for k in range(steps)]
+    p0 = min(0.99, mean_accepted / sum(weights)) if mean_accepted > 0 else 0.0
+    return [p0 * w for w in weights]
 
 
 def decode_text(w: Window, speculative: bool) -> str:

@@ -117,9 +117,23 @@ class LoadStep(BaseModel):
     queue: int = Field(0, ge=0)
 
 
+class AcceptKnot(BaseModel):
+    model_config = _STRICT
+    at_s: float = Field(ge=0, description="seconds after the server is ready")
+    accept_len: float = Field(ge=1.0, le=17.0)
+
+
 class ServingSpec(BaseModel):
     model_config = _STRICT
     accept_len: float = Field(3.1, ge=1.0, le=17.0)
+    accept_knots: list[AcceptKnot] = Field(
+        default_factory=list,
+        description="accept length over time, linear between knots (a decaying draft); empty: accept_len",
+    )
+    positions_lost: list[int] = Field(
+        default_factory=list, description="draft positions (0-based) whose acceptance drops to 0"
+    )
+    positions_lost_s: float = Field(0.0, ge=0, description="seconds after ready at which they are lost")
     spec_disable_above: int = Field(
         0, ge=0, description="#running-req above which the engine turns speculation off (0: never)"
     )
@@ -131,6 +145,9 @@ class ServingSpec(BaseModel):
 
     @model_validator(mode="after")
     def _sorted(self) -> ServingSpec:
+        knots = [k.at_s for k in self.accept_knots]
+        if knots != sorted(knots):
+            raise ValueError("accept_knots must be listed in time order")
         times = [s.at_s for s in self.load]
         if not times or times != sorted(times):
             raise ValueError("load steps must be listed in time order, the first at_s = 0")

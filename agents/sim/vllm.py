@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from agents.sim import formats as F
 from agents.sim.metrics import Snapshot
 from agents.sim.schedule import Step
-from agents.sim.serving import Traffic
+from agents.sim.serving import Traffic, per_position
 from agents.sim.startup import GIB, RankStartup
 from agents.sim.timeline import SimLogLine
 
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 VERSION = "0.11.0"
 STATS_INTERVAL_S = 10.0  # vLLM's LoggingStatLogger period
-PER_POS_DECAY = 0.8  # acceptance of draft position k+1 relative to position k
 
 
 def prefix(ts: float, process: str, pid: int, src: str, level: str = "INFO") -> str:
@@ -259,6 +258,9 @@ def serving_lines(launch: Launch, traffic: Traffic, since: float, until: float) 
         if m.speculative and drafts > 0:
             accepted = g1 - g0 - drafts
             rates = per_position(accepted / drafts, m.spec_steps)
+            if launch.sc.spec.serving.positions_lost:
+                mid = ts - STATS_INTERVAL_S / 2
+                rates = traffic.position_rates(mid, traffic.healthy_len(mid) - 1.0)
             head = prefix(ts + 0.001, "APIServer", api.pid, "metrics.py:96")
             out.append(
                 SimLogLine(
@@ -288,13 +290,6 @@ def serving_lines(launch: Launch, traffic: Traffic, since: float, until: float) 
                 )
             )
     return out
-
-
-def per_position(mean_accepted: float, steps: int) -> list[float]:
-    """Acceptance rate of each draft position, decaying geometrically, summing to the mean accepted count."""
-    weights = [PER_POS_DECAY**k for k in range(steps)]
-    p0 = min(0.99, mean_accepted / sum(weights)) if mean_accepted > 0 else 0.0
-    return [p0 * w for w in weights]
 
 
 def metrics_text(launch: Launch, traffic: Traffic, now: float) -> str:

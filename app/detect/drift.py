@@ -12,10 +12,11 @@ The rule, over the launch's per-minute, per-batch-size roll-up (app/rankstate/ac
   (buckets of running requests, powers of two); buckets the baseline never saw are left out. Reports at
   accept length <= 1.05 (speculation switched off above a batch size, or nothing accepted at all: that is
   low_acceptance) are left out too. Minutes without reports (idle, traffic gaps) count for nothing.
-- **Two-window test**: over the last ``drift_sustain_s`` the like-for-like ratio must be <= 1 - ``drift_drop``,
-  with >= 80% of its minutes that low, data from the window's start, and the fall large against the
-  baseline's own minute-to-minute spread (z >= ``drift_z``). A one-sided CUSUM over the minutes dates the
-  change point (the incident's ``since``).
+- **Two-window test**: the current window runs back from now to the earliest low minute (like for like at
+  least ``drift_drop`` below the baseline) from which >= 80% of the minutes are low. It must span
+  ``drift_sustain_s``, hold ``drift_min_minutes`` minutes with data, average <= 1 - ``drift_drop`` of the
+  baseline, and the fall must be large against the baseline's own minute-to-minute spread (z >= ``drift_z``).
+  A one-sided CUSUM over the minutes dates the change point (the incident's ``since``).
 - **Recovery**: it stays reported while the window's ratio is <= 1 - ``drift_recover_drop`` (hysteresis), or
   while the window has too little data to say (a gap is not a recovery).
 """
@@ -156,31 +157,50 @@ def acceptance_drift(st: LaunchState, now: float, cfg: DetectConfig) -> Finding 
     base = h.baseline if isinstance(h.baseline, Baseline) else take_baseline(h, now, cfg)
     if base is None:
         return None
-    recent = [m for m in h.minutes if m.start >= max(base.end, now - cfg.drift_sustain_s)]
-    win = compare(recent, base)
-    enough = len(win.minutes) >= cfg.drift_min_minutes and (
-        win.minutes[0][0].start <= now - cfg.drift_sustain_s + 2 * MINUTE_S
-    )
     if h.drifting:
+        recent = [m for m in h.minutes if m.start >= max(base.end, now - cfg.drift_sustain_s)]
+        win = compare(recent, base)
+        enough = len(win.minutes) >= cfg.drift_min_minutes
         if enough and win.ratio > 1.0 - cfg.drift_recover_drop:
             h.drifting = False
             return None
         if not enough and h.last_finding is not None:
             return h.last_finding  # a traffic gap is not a recovery
     else:
-        if not enough or win.ratio > 1.0 - cfg.drift_drop:
+        win = low_run(h, base, cfg.drift_drop)
+        if len(win.minutes) < cfg.drift_min_minutes or win.ratio > 1.0 - cfg.drift_drop:
             return None
+        if now - win.minutes[0][0].start < cfg.drift_sustain_s:
+            return None  # not low for long enough yet
         ratios = [r for _, r in win.minutes]
-        low = sum(1 for r in ratios if r <= 1.0 - cfg.drift_drop)
         mean, sd = _mean_sd(ratios)
         z = (1.0 - mean) / math.sqrt(base.ratio_sd**2 / base.minutes + max(sd, SD_FLOOR) ** 2 / len(ratios))
-        if low < LOW_SHARE * len(ratios) or z < cfg.drift_z:
+        if z < cfg.drift_z:
             return None
         h.drifting = True
     if not win.minutes:
         return None
     h.last_finding = _finding(st, h, base, win, now, cfg)
     return h.last_finding
+
+
+def low_run(h: AcceptHistory, base: Baseline, drop: float) -> Window:
+    """The current window: the newest minutes, back to the earliest low one (like for like at least ``drop``
+    below the baseline) from which at least LOW_SHARE of the minutes to now are low."""
+    after = [m for m in h.minutes if m.start >= base.end]
+    ratios = compare(after, base).minutes
+    low = 0
+    start: Minute | None = None
+    for total, (m, r) in enumerate(reversed(ratios), start=1):
+        if r <= 1.0 - drop:
+            low += 1
+            if low >= LOW_SHARE * total:
+                start = m
+        elif low < LOW_SHARE * total and total >= 3 and start is None:
+            break  # the newest minutes are not low: no run
+    if start is None:
+        return Window()
+    return compare([m for m in after if m.start >= start.start], base)
 
 
 def _lost_positions(base: Baseline, win: Window) -> tuple[list[int], list[float] | None]:

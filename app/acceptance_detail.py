@@ -1,0 +1,172 @@
+"""Where and against what the draft loses: ``GET /api/v1/launches/{id}/acceptance/breakdown`` (by batch size,
+by draft position over time), ``GET /api/v1/acceptance/compare`` (two launches, or the latest launches of two
+deployments, side by side: same target, different drafts), their HTML fragment and the ``/compare`` page.
+
+Per-position rates come from vLLM's ``Per-position acceptance rate:`` log lines (``spec_metrics`` events,
+``fields.per_pos``), else from its ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position=...}``
+counters as Δaccepted(position) / Δdrafts between scrapes. SGLang releases that print no per-position figure
+leave the view empty."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import models
+from app.acceptance_api import MAX_REPORTS, VLLM_DRAFTS, _env, acceptance_report, load_evidence
+from app.acceptance_breakdown import breakdown, parse_rates
+from app.api import SessionsDep
+
+router = APIRouter()
+VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+def _log_rates(s: Session, launch_id: int) -> list[tuple[float, list[float]]]:
+    E = models.Event
+    rows = s.execute(
+        select(E.ts, E.fields)
+        .where(E.launch_id == launch_id, E.kind == "spec_metrics")
+        .order_by(E.ts.desc())
+        .limit(MAX_REPORTS)
+    ).all()
+    out = []
+    for ts, fields in reversed(rows):
+        rates = parse_rates((fields or {}).get("per_pos"))
+        if rates:
+            out.append((ts, rates))
+    return out
+
+
+def _metric_rates(s: Session, launch_id: int) -> list[tuple[float, list[float]]]:
+    S, M = models.MetricSeries, models.MetricSample
+    rows = s.execute(
+        select(S.name, S.host_id, S.labels, M.ts, M.value)
+        .join(M, M.series_id == S.id)
+        .where(M.launch_id == launch_id, S.name.in_((VLLM_DRAFTS, VLLM_PER_POS)))
+        .order_by(M.ts.desc())
+        .limit(MAX_REPORTS * 4)
+    ).all()
+    # (host, ts) -> drafts counter and accepted counter per position
+    by_ts: dict[tuple[int, float], dict[str, Any]] = {}
+    for name, host, labels, ts, v in rows:
+        cur = by_ts.setdefault((host, ts), {"pos": {}})
+        if name == VLLM_DRAFTS:
+            cur["drafts"] = v
+        else:
+            pos = (labels or {}).get("position")
+            if pos is not None and str(pos).isdigit():
+                cur["pos"][int(pos)] = v
+    out: list[tuple[float, list[float]]] = []
+    prev: dict[int, dict[str, Any]] = {}
+    for host, ts in sorted(by_ts, key=lambda k: k[1]):
+        cur = by_ts[(host, ts)]
+        p = prev.get(host)
+        if p and "drafts" in cur and "drafts" in p and cur["pos"] and p["pos"]:
+            d = cur["drafts"] - p["drafts"]
+            if d > 0:
+                n = max(cur["pos"]) + 1
+                out.append(
+                    (ts, [max(0.0, (cur["pos"].get(k, 0) - p["pos"].get(k, 0)) / d) for k in range(n)])
+                )
+        prev[host] = cur
+    return out
+
+
+def launch_breakdown(s: Session, launch_id: int) -> dict[str, Any]:
+    if s.get(models.Launch, launch_id) is None:
+        raise HTTPException(404, f"no launch with id {launch_id}")
+    ev = load_evidence(s, launch_id)
+    rates = _log_rates(s, launch_id) or _metric_rates(s, launch_id)
+    return {"launch_id": launch_id, **breakdown(ev.points, rates)}
+
+
+@router.get("/api/v1/launches/{launch_id}/acceptance/breakdown")
+def acceptance_breakdown(launch_id: int, sessions: SessionsDep) -> dict[str, Any]:
+    """Acceptance by batch size (``by_batch``: buckets of running requests with reports, mean accept length
+    and the share at <= 1.05) and by draft position over time (``per_position``: time slices of per-position
+    acceptance rates, the first and latest slice and the positions lost)."""
+    with sessions() as s:
+        return launch_breakdown(s, launch_id)
+
+
+@router.get("/partials/launches/{launch_id}/acceptance/breakdown", response_class=HTMLResponse)
+def acceptance_breakdown_panel(launch_id: int, sessions: SessionsDep) -> HTMLResponse:
+    """The breakdown as an HTML fragment for the launch page's acceptance panel."""
+    with sessions() as s:
+        bd = launch_breakdown(s, launch_id)
+    return HTMLResponse(_env.get_template("partials/acceptance_breakdown.html").render(bd=bd))
+
+
+def _latest_launch(s: Session, deployment: str) -> int:
+    L, D = models.Launch, models.Deployment
+    row = s.execute(
+        select(L.id)
+        .join(D, D.id == L.deployment_id)
+        .where(D.name == deployment)
+        .order_by(L.started_at.desc())
+    ).first()
+    if row is None:
+        raise HTTPException(404, f"no launch of deployment {deployment!r}")
+    return int(row[0])
+
+
+def _side(s: Session, launch: int | None, deployment: str | None, which: str) -> dict[str, Any]:
+    if (launch is None) == (deployment is None):
+        raise HTTPException(422, f"give exactly one of {which} (a launch id) or deployment_{which}")
+    lid = launch if launch is not None else _latest_launch(s, deployment or "")
+    report = acceptance_report(s, lid)
+    L, D = models.Launch, models.Deployment
+    name = s.execute(select(D.name).join(L, L.deployment_id == D.id).where(L.id == lid)).scalar_one()
+    report.pop("series", None)
+    return {"deployment": name, "acceptance": report, **launch_breakdown(s, lid)}
+
+
+def compare(
+    s: Session, a: int | None, b: int | None, deployment_a: str | None, deployment_b: str | None
+) -> dict[str, Any]:
+    left, right = _side(s, a, deployment_a, "a"), _side(s, b, deployment_b, "b")
+    la, lb = left["acceptance"]["summary"]["recent_len"], right["acceptance"]["summary"]["recent_len"]
+    return {
+        "a": left,
+        "b": right,
+        "recent_len_ratio": round(lb / la, 3) if la and lb else None,  # b against a
+    }
+
+
+QueryId = Annotated[int | None, Query(ge=1)]
+QueryName = Annotated[str | None, Query(min_length=1, max_length=200)]
+
+
+@router.get("/api/v1/acceptance/compare")
+def acceptance_compare(
+    sessions: SessionsDep,
+    a: QueryId = None,
+    b: QueryId = None,
+    deployment_a: QueryName = None,
+    deployment_b: QueryName = None,
+) -> dict[str, Any]:
+    """Two launches (``a``, ``b``: launch ids) or the latest launches of two deployments (``deployment_a``,
+    ``deployment_b``) side by side: each side's acceptance report and breakdown, and ``recent_len_ratio`` (b's
+    recent accept length over a's). 422 naming the side given neither or both; 404 for an unknown one."""
+    with sessions() as s:
+        return compare(s, a, b, deployment_a, deployment_b)
+
+
+@router.get("/compare", response_class=HTMLResponse, include_in_schema=False)
+def compare_page(
+    request: Request,
+    sessions: SessionsDep,
+    a: QueryId = None,
+    b: QueryId = None,
+    deployment_a: QueryName = None,
+    deployment_b: QueryName = None,
+) -> HTMLResponse:
+    from app.web.pages import templates
+
+    with sessions() as s:
+        data = compare(s, a, b, deployment_a, deployment_b)
+    return templates.TemplateResponse(request, "acceptance_compare.html", {"page": "compare", "cmp": data})
