@@ -170,8 +170,8 @@ def acceptance_drift(st: LaunchState, now: float, cfg: DetectConfig) -> Finding 
         win = low_run(h, base, cfg.drift_drop)
         if len(win.minutes) < cfg.drift_min_minutes or win.ratio > 1.0 - cfg.drift_drop:
             return None
-        if now - win.minutes[0][0].start < cfg.drift_sustain_s:
-            return None  # not low for long enough yet
+        if now - (win.minutes[0][0].start + MINUTE_S / 2) < cfg.drift_sustain_s:
+            return None  # not low for long enough yet (the first low minute counts from its middle)
         ratios = [r for _, r in win.minutes]
         mean, sd = _mean_sd(ratios)
         z = (1.0 - mean) / math.sqrt(base.ratio_sd**2 / base.minutes + max(sd, SD_FLOOR) ** 2 / len(ratios))

@@ -239,7 +239,7 @@ def _serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None
         st.speculative = True
         if acc_len is not None and acc_len >= GOOD_ACCEPT_LEN and running is not None:
             st.good_batch_max = max(running, st.good_batch_max or 0)
-        report = AcceptReport(ev.ts, acc_len, acc_rate, running, per_position(f))
+        report = AcceptReport(ev.ts, acc_len, acc_rate, running, per_pos=per_position(f))
         _remember(st.accept, report, ACCEPT_HISTORY)
 
 
