@@ -79,16 +79,6 @@ def per_position(rows: list[tuple[float, list[float]]], slices: int = POSITION_S
     return view
 
 
-def parse_rates(raw: Any) -> list[float] | None:
-    """``fields.per_pos`` ("0.81,0.65,...") as floats; None when absent or malformed."""
-    if not isinstance(raw, str) or not raw:
-        return None
-    try:
-        return [float(x) for x in raw.split(",") if x.strip()][:16] or None
-    except ValueError:
-        return None
-
-
 def breakdown(points: list[AcceptPoint], rates: list[tuple[float, list[float]]]) -> dict[str, Any]:
     return {
         "by_batch": [asdict(r) for r in by_batch(points)],

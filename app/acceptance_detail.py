@@ -18,8 +18,9 @@ from sqlalchemy.orm import Session
 
 from app import models
 from app.acceptance_api import MAX_REPORTS, VLLM_DRAFTS, _env, acceptance_report, load_evidence
-from app.acceptance_breakdown import breakdown, parse_rates
+from app.acceptance_breakdown import breakdown
 from app.api import SessionsDep
+from app.rankstate.accept_history import per_position
 
 router = APIRouter()
 VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
@@ -35,9 +36,9 @@ def _log_rates(s: Session, launch_id: int) -> list[tuple[float, list[float]]]:
     ).all()
     out = []
     for ts, fields in reversed(rows):
-        rates = parse_rates((fields or {}).get("per_pos"))
+        rates = per_position(fields or {})
         if rates:
-            out.append((ts, rates))
+            out.append((ts, list(rates)))
     return out
 
 
