@@ -334,12 +334,18 @@ def metrics_text(launch: Launch, traffic: Traffic, now: float) -> str:
         counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", int(verify))
         counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", int(verify * m.spec_steps))
         counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", int(accepted))
-        rates = per_position(accepted / verify if verify else 0.0, m.spec_steps)
+        per_pos = [verify * r for r in per_position(accepted / verify if verify else 0.0, m.spec_steps)]
+        if sv.positions_lost:  # each position's counter: what it accepted before the loss, and after
+            lost_at = traffic.ready + sv.positions_lost_s * launch.sc.time_scale
+            before = traffic.totals(min(now, lost_at))[0]
+            healthy = traffic.position_rates(traffic.ready, traffic.healthy_len(now) - 1.0)
+            after = traffic.position_rates(now, traffic.healthy_len(now) - 1.0)
+            per_pos = [before * h + (verify - before) * a for h, a in zip(healthy, after, strict=True)]
         counter(
             "vllm:spec_decode_num_accepted_tokens_per_pos",
             "Accepted tokens per draft position.",
             0.0,
-            {"position": [float(int(verify * r)) for r in rates]},
+            {"position": [float(int(x)) for x in per_pos]},
         )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Snapshot(list(fams)))
