@@ -4,7 +4,8 @@ deployments, side by side: same target, different drafts), their HTML fragment a
 
 Per-position rates come from vLLM's ``Per-position acceptance rate:`` log lines (``spec_metrics`` events,
 ``fields.per_pos``), else from its ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position=...}``
-counters as Δaccepted(position) / Δdrafts between scrapes. SGLang releases that print no per-position figure
+counters as Δaccepted(position) / Δdrafts between scrapes (the agent derives that as
+``specwatch:accept_rate_pos``). SGLang releases that print no per-position figure
 leave the view empty."""
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import models
-from app.acceptance_api import MAX_REPORTS, VLLM_DRAFTS, _env, acceptance_report, load_evidence
+from app.acceptance_api import MAX_REPORTS, _env, acceptance_report, load_evidence
 from app.acceptance_breakdown import breakdown
 from app.api import SessionsDep
 from app.rankstate.accept_history import per_position
 
 router = APIRouter()
-VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+DERIVED_PER_POS = "specwatch:accept_rate_pos"  # the agent derives it from the counters below
 
 
 def _log_rates(s: Session, launch_id: int) -> list[tuple[float, list[float]]]:
@@ -43,38 +44,22 @@ def _log_rates(s: Session, launch_id: int) -> list[tuple[float, list[float]]]:
 
 
 def _metric_rates(s: Session, launch_id: int) -> list[tuple[float, list[float]]]:
+    """The agent's per-position rates derived from vLLM's counters between scrapes
+    (``specwatch:accept_rate_pos{position=...}``, agents/collectors/engine_metrics.AcceptanceDeriver)."""
     S, M = models.MetricSeries, models.MetricSample
     rows = s.execute(
-        select(S.name, S.host_id, S.labels, M.ts, M.value)
+        select(S.labels, M.ts, M.value)
         .join(M, M.series_id == S.id)
-        .where(M.launch_id == launch_id, S.name.in_((VLLM_DRAFTS, VLLM_PER_POS)))
+        .where(M.launch_id == launch_id, S.name == DERIVED_PER_POS)
         .order_by(M.ts.desc())
         .limit(MAX_REPORTS * 4)
     ).all()
-    # (host, ts) -> drafts counter and accepted counter per position
-    by_ts: dict[tuple[int, float], dict[str, Any]] = {}
-    for name, host, labels, ts, v in rows:
-        cur = by_ts.setdefault((host, ts), {"pos": {}})
-        if name == VLLM_DRAFTS:
-            cur["drafts"] = v
-        else:
-            pos = (labels or {}).get("position")
-            if pos is not None and str(pos).isdigit():
-                cur["pos"][int(pos)] = v
-    out: list[tuple[float, list[float]]] = []
-    prev: dict[int, dict[str, Any]] = {}
-    for host, ts in sorted(by_ts, key=lambda k: k[1]):
-        cur = by_ts[(host, ts)]
-        p = prev.get(host)
-        if p and "drafts" in cur and "drafts" in p and cur["pos"] and p["pos"]:
-            d = cur["drafts"] - p["drafts"]
-            if d > 0:
-                n = max(cur["pos"]) + 1
-                out.append(
-                    (ts, [max(0.0, (cur["pos"].get(k, 0) - p["pos"].get(k, 0)) / d) for k in range(n)])
-                )
-        prev[host] = cur
-    return out
+    by_ts: dict[float, dict[int, float]] = {}
+    for labels, ts, v in rows:
+        pos = str((labels or {}).get("position", ""))
+        if pos.isdigit():
+            by_ts.setdefault(ts, {})[int(pos)] = v
+    return [(ts, [got.get(k, 0.0) for k in range(max(got) + 1)]) for ts, got in sorted(by_ts.items())]
 
 
 def launch_breakdown(s: Session, launch_id: int) -> dict[str, Any]:

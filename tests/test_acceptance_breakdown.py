@@ -84,6 +84,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             ),
         ]
         _ingest(srv, token, batches)
+    # a vLLM launch seen only through /metrics: the agent's per-position rates derived from the counters
+    token = cli("token", "create", "--host", "gpu-c", "--database-url", db_url).stdout.strip()
+    first = make_batch(
+        "gpu-c", seq=0, agent_id="agent-c-0001", ts=now - 300, deployment="vllm-metrics", n_gpus=1
+    )
+    scrape = make_batch("gpu-c", seq=1, agent_id="agent-c-0001", ts=now, deployment="vllm-metrics", n_gpus=1)
+    scrape["metrics"] = [
+        {
+            "ts": now - 290 + 5 * i,
+            "name": "specwatch:accept_rate_pos",
+            "value": r,
+            "labels": {"position": str(k)},
+        }
+        for i in range(40)
+        for k, r in enumerate(HEALTHY if i < 20 else LOST)
+    ]
+    _ingest(srv, token, [first, scrape])
     yield srv
     srv.stop()
 
@@ -103,6 +120,12 @@ def test_breakdown_api_by_batch_and_position(server: ServerProcess) -> None:
     assert rows["33-64"]["off_share"] == 1.0 and rows["17-32"]["mean_len"] > 2.0
     assert bd["per_position"]["lost"] == [2, 3]
     assert httpx.get(f"{server.base_url}/api/v1/launches/999/acceptance/breakdown").status_code == 404
+
+
+def test_per_position_from_the_agents_metrics_when_no_line_says(server: ServerProcess) -> None:
+    lid = _launch_id(server, "vllm-metrics")
+    pp = httpx.get(f"{server.base_url}/api/v1/launches/{lid}/acceptance/breakdown").json()["per_position"]
+    assert pp["positions"] == 4 and pp["first"] == HEALTHY and pp["latest"] == LOST and pp["lost"] == [2, 3]
 
 
 def test_compare_two_deployments_and_bad_input(server: ServerProcess) -> None:
