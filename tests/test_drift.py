@@ -125,3 +125,26 @@ def test_a_gap_during_a_drift_holds_the_incident_and_lost_positions_are_named() 
     assert "pos 2: 0.52 -> 0.0" in pos and "pos 0: 0.81 -> 0.81" in pos
     c.run(16 * MIN, each)  # through the gap and five minutes after: still drifted
     assert drifts(c) == ["open"]
+
+
+def test_the_baseline_survives_a_new_leader_rebuilding_the_launch_from_its_stored_state() -> None:
+    import json
+
+    from app.rankstate import LaunchState, launch_from_json, launch_to_json
+
+    c = Cluster(n=2)
+    c.boot()
+    c.run(20 * MIN, stream(lambda m, b: 3.4))
+    stored = json.loads(json.dumps(launch_to_json(c.fleet.launches["L1"])))  # through the database's JSON
+    assert (
+        stored["accept_baseline"]["cells"] == {"32": 3.4}
+        or abs(stored["accept_baseline"]["mean_len"] - 3.4) < 0.05
+    )
+    rebuilt = LaunchState(key="L1")
+    launch_from_json(rebuilt, stored)
+    c.fleet.launches[
+        "L1"
+    ].accept_history = rebuilt.accept_history  # the new leader knows only what was stored
+    c.run(25 * MIN, stream(lambda m, b: 2.2))  # a fresh baseline would be taken at 2.2 and see nothing
+    (d,) = c.opened("acceptance_drift")
+    assert d.finding is not None and "3.40 -> 2.2" in d.finding.summary

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence
@@ -137,6 +138,22 @@ def take_baseline(h: AcceptHistory, now: float, cfg: DetectConfig) -> Baseline |
     return None
 
 
+def _restore(d: dict[str, Any]) -> Baseline | None:
+    try:
+        return Baseline(
+            start=float(d["start"]),
+            end=float(d["end"]),
+            cells={int(k): float(v) for k, v in d["cells"].items()},
+            weights={int(k): float(v) for k, v in d["weights"].items()},
+            mean_len=float(d["mean_len"]),
+            minutes=int(d["minutes"]),
+            ratio_sd=float(d["ratio_sd"]),
+            per_pos=[float(x) for x in d["per_pos"]] if d.get("per_pos") else None,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None  # an older or damaged record: take a new baseline
+
+
 def change_point(h: AcceptHistory, base: Baseline, drop: float) -> float | None:
     """One-sided CUSUM of the like-for-like fall over the minutes after the baseline: where it last left 0."""
     s, since = 0.0, None
@@ -154,6 +171,8 @@ def acceptance_drift(st: LaunchState, now: float, cfg: DetectConfig) -> Finding 
     fold(h, st.accept, st.running_req)
     if not st.speculative:
         return None
+    if isinstance(h.baseline, dict):  # restored from the launch's stored state
+        h.baseline = _restore(h.baseline)
     base = h.baseline if isinstance(h.baseline, Baseline) else take_baseline(h, now, cfg)
     if base is None:
         return None

@@ -327,6 +327,9 @@ def launch_to_json(st: LaunchState) -> dict[str, Any]:
     out["accept"] = [[a.ts, a.accept_len, a.accept_rate, a.batch] for a in st.accept[-100:]]
     recent = [a.accept_len for a in st.accept[-20:] if a.accept_len is not None]
     out["accept_len_recent"] = round(sum(recent) / len(recent), 3) if recent else None
+    base = st.accept_history.baseline
+    if base is not None:  # the drift rule's baseline outlives a change of leader (a dataclass or its dict)
+        out["accept_baseline"] = asdict(base) if not isinstance(base, dict) else base
     return out
 
 
@@ -335,3 +338,5 @@ def launch_from_json(st: LaunchState, data: dict[str, Any]) -> None:
         if k in data:
             setattr(st, k, data[k])
     st.accept = [AcceptReport(*a) for a in data.get("accept", [])]
+    if isinstance(data.get("accept_baseline"), dict):
+        st.accept_history.baseline = data["accept_baseline"]  # app/detect/drift.py reads it back
