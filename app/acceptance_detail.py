@@ -22,6 +22,7 @@ from app.acceptance_api import MAX_REPORTS, _env, acceptance_report, load_eviden
 from app.acceptance_breakdown import breakdown
 from app.api import SessionsDep
 from app.rankstate.accept_history import per_position
+from app.web.pages import templates
 
 router = APIRouter()
 DERIVED_PER_POS = "specwatch:accept_rate_pos"  # the agent derives it from the counters below
@@ -151,8 +152,6 @@ def compare_page(
     deployment_a: QueryName = None,
     deployment_b: QueryName = None,
 ) -> HTMLResponse:
-    from app.web.pages import templates
-
     with sessions() as s:
         data = compare(s, a, b, deployment_a, deployment_b)
     return templates.TemplateResponse(request, "acceptance_compare.html", {"page": "compare", "cmp": data})
