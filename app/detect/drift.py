@@ -222,6 +222,12 @@ def low_run(h: AcceptHistory, base: Baseline, drop: float) -> Window:
     return compare([m for m in after if m.start >= start.start], base)
 
 
+def _bucket_now(win: Window, bucket: int) -> float:
+    cells = [m.cells[bucket] for m, _ in win.minutes if bucket in m.cells]
+    w = sum(c.weight for c in cells)
+    return sum(c.len_sum for c in cells) / w if w else 0.0
+
+
 def _lost_positions(base: Baseline, win: Window) -> tuple[list[int], list[float] | None]:
     cur = _pos([m for m, _ in win.minutes])
     if base.per_pos is None or cur is None:
@@ -264,8 +270,10 @@ def _finding(
             None,
             None,
             "batch size (running requests)",
-            "compared bucket by bucket: "
-            + ", ".join(f"{bucket_label(b)}: {base.cells[b]:.2f} then" for b in shared)
+            "compared bucket by bucket (baseline -> now): "
+            + ", ".join(
+                f"{bucket_label(b)}: {base.cells[b]:.2f} -> {_bucket_now(win, b):.2f}" for b in shared
+            )
             + (f"; {win.left_out} reports at sizes the baseline never saw left out" if win.left_out else ""),
         ),
         evidence(
@@ -300,7 +308,8 @@ def _finding(
         kind="acceptance_drift",
         launch=st.key,
         summary=f"The draft's acceptance fell {fall:.0%} against this launch's own baseline at the same batch "
-        f"sizes (accept length {base.mean_len:.2f} -> {win.cur_len:.2f}) for {(now - since) / 60:.0f} min{where}.",
+        f"sizes (accept length {base.mean_len:.2f} -> {win.cur_len:.2f}) for {(now - lo) / 60:.0f} min; the fall "
+        f"began about minute {(since - first) / 60:.0f} of the launch{where}.",
         evidence=body,
         severity="warning",
         since=since,
