@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # imported when the command runs: every other subcommand star
     from agents.wire import Event
 
     from .parser import LogParser
+    from .shapes import FileStats
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +34,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--rank", help="rank label for lines without one (default: from the file name, e.g. TP3)")
     p.add_argument("--kind", action="append", default=[], help="only events of this kind (repeatable)")
     p.add_argument("--summary", action="store_true", help="events per kind and the top unrecognised lines")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="per file, the share of header lines recognised (time, rank, kind), and the header shapes not "
+        "understood, with counts and an example (please send those in)",
+    )
+    p.add_argument(
+        "--year",
+        type=int,
+        help="year of headers that print none (vLLM, glog), when no dated line in the file says it "
+        "(default: the file's modification time)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per event (or one summary object)")
     p.set_defaults(func=run)
 
@@ -40,12 +53,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from agents.ranklabel import from_filename
 
+    from .files import reference
     from .parser import LogParser
+    from .shapes import FileStats
 
+    stats: list[FileStats] = []
     try:
         tz = _zone(args.tz)
     except ValueError as exc:
         print(f"specwatch: {exc}", file=sys.stderr)
+        return 2
+    if args.year is not None and not 1971 <= args.year <= 9999:
+        print(f"specwatch: --year {args.year} is not a year (e.g. 2025)", file=sys.stderr)
         return 2
     kinds: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
@@ -58,18 +77,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"specwatch: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
             return 2
         rank = args.rank or (from_filename(name) if name != "-" else None)
-        parser = LogParser(tz=tz, default_rank=rank, source=f"log:{name}")
+        base, year = reference(name, tz, args.year) if name != "-" else (None, args.year)
+        parser = LogParser(tz=tz, default_rank=rank, source=f"log:{name}", base_date=base, year=year)
+        st = FileStats(name)
+        stats.append(st)
         with stream:
-            for events, n in _events(parser, stream):
-                lines += n
+            for line, events in _events(parser, stream):
+                if line is not None:
+                    lines += 1
+                    st.add(line, parser.head, parser.head_time, parser.head_rank)
                 for ev in events:
                     kinds[ev.kind] += 1
                     if ev.kind == "raw":
                         unknown[ev.message[:160]] += 1
-                    if not args.summary and (not args.kind or ev.kind in args.kind):
+                    if not (args.summary or args.stats) and (not args.kind or ev.kind in args.kind):
                         _print(out, ev, args.json)
     if args.summary:
         _summary(out, lines, kinds, unknown, args.json)
+    if args.stats:
+        print_stats(out, stats, args.json)
     return 0
 
 
@@ -90,11 +116,12 @@ def _open(name: str) -> TextIO:
     return Path(name).open(encoding="utf-8", errors="replace", newline="")
 
 
-def _events(parser: LogParser, stream: TextIO) -> Iterator[tuple[list[Event], int]]:
+def _events(parser: LogParser, stream: TextIO) -> Iterator[tuple[str | None, list[Event]]]:
     # newline="" keeps "\r" as a line end, as the tailer does for tqdm bars
     for line in stream:
-        yield parser.feed(line.rstrip("\r\n")), 1
-    yield parser.flush(), 0
+        text = line.rstrip("\r\n")
+        yield text, parser.feed(text)
+    yield None, parser.flush()
 
 
 def _when(ts: float) -> str:
@@ -124,3 +151,32 @@ def _summary(out: TextIO, lines: int, kinds: Counter[str], unknown: Counter[str]
         out.write("\nmost frequent unrecognised lines:\n")
         for text, n in unknown.most_common(20):
             out.write(f"  {n:>9,}  {text}\n")
+
+
+def print_stats(out: TextIO, stats: list[FileStats], as_json: bool) -> None:
+    from .shapes import FileStats
+
+    total = FileStats("total")
+    for st in stats:
+        total.merge(st)
+    shapes = [
+        {"shape": sh, "count": n, "example": total.examples[sh]} for sh, n in total.shapes.most_common(50)
+    ]
+    if as_json:
+        files = [
+            {"file": s.name, "lines": s.lines, "header_lines": s.header_lines, "recognised": s.recognised,
+             "share": s.share}
+            for s in [*stats, total]
+        ]  # fmt: skip
+        out.write(json.dumps({"files": files[:-1], "total": files[-1], "unrecognised_shapes": shapes}) + "\n")
+        return
+    width = min(60, max(len(s.name) for s in [*stats, total]))
+    for s in [*stats, total] if len(stats) > 1 else stats:
+        share = f"{100 * s.share:.1f}%" if s.share is not None else "-"
+        out.write(
+            f"{s.name:<{width}}  {share:>6} of {s.header_lines:,} header lines recognised ({s.lines:,} lines)\n"
+        )
+    if shapes:
+        out.write("\nheader shapes not understood (count, shape, example):\n")
+        for row in shapes:
+            out.write(f"  {row['count']:>7,}  {row['shape']}\n           {row['example'][:160]}\n")

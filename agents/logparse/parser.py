@@ -36,11 +36,13 @@ class LogParser:
         default_rank: str | None = None,
         source: str | None = None,
         base_date: date | None = None,
+        year: int | None = None,
     ) -> None:
         self.clock = LocalClock(tz)
         self.default_rank = default_rank
         self.source = source
         self.base_date = base_date
+        self.year = year  # of year-less headers until a dated line is seen (the caller's --year)
         self.last_ts: float | None = None
         self._tb: Traceback | None = None
         self._bars: dict[str, tuple[float, float]] = {}  # desc -> (start ts, last elapsed)
@@ -49,6 +51,11 @@ class LogParser:
         # how many tracebacks have started: a tailer compares it around feed() to learn that a line opened
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
+        # what the last fed line's header was, for ``parse-log --stats`` (the recognised share of a log):
+        # the header's shape name, whether its time and its rank tag were read from it
+        self.head: str | None = None
+        self.head_time = False
+        self.head_rank = False
 
     @property
     def pending(self) -> bool:
@@ -61,6 +68,7 @@ class LogParser:
         ``now`` is the time the line was read, for a reader that is following a file live: a line without a
         timestamp of its own then gets the later of ``now`` and the last timestamp seen. Without ``now``
         (replaying a file, or catching up on a backlog) it gets the last timestamp seen."""
+        self.head, self.head_time, self.head_rank = None, False, False
         try:
             if "\x00" in line:  # PostgreSQL text cannot hold NUL; binary garbage must not poison a batch
                 line = line.replace("\x00", "")
@@ -108,6 +116,11 @@ class LogParser:
             self._seconds[key] = base
         return None if base < 0 else base + frac
 
+    def _saw(self, head: str, ts: float | None, rank: bool) -> None:
+        self.head = head
+        self.head_time = self.head_time or ts is not None
+        self.head_rank = self.head_rank or rank
+
     def _base(self, now: float | None) -> date | None:
         if self.base_date is not None:
             return self.base_date
@@ -141,6 +154,9 @@ class LogParser:
         if c == "(" or c == "\x1b" or (c.isalnum() and " | " in s[:130]) or s.endswith("cluster]"):
             w = heads.unwrap(s)
             s, extra = w.text, w.fields
+            if "process" in extra:
+                self.head = "wrapper"
+            self.head_rank = self.head_rank or w.rank is not None
             if not s:
                 return []
             c = s[0]
@@ -192,6 +208,7 @@ class LogParser:
                             int(g[3]), int(g[4]), int(g[5]), fr, self.last_ts, self._base(now)
                         )
                     rank = g[7].strip() or self.default_rank
+                    self._saw("sglang", ts, bool(g[7]))
                     return self._message(self._ts(ts, now), s[m.end() :], rank, None, extra)
             else:
                 m = heads.GLOG.match(s)
@@ -202,6 +219,7 @@ class LogParser:
             if m:
                 g = m.groups()
                 ts = self._dated(s[:19], g, heads.frac(g[6]))
+                self._saw("dated", ts, False)
                 level = heads.LEVELS.get((g[7] or g[8] or "").upper())
                 if g[9]:
                     extra = {**(extra or {}), "pid": int(g[9])}
@@ -211,6 +229,7 @@ class LogParser:
             if m:
                 fields: Fields = {"host": m.group(1)[:128], "pid": int(m.group(2)), "device": int(m.group(4))}
                 kind, sev, fields = nccl_message(m.group(5), s[m.end() :], fields)
+                self._saw("nccl", None, False)
                 return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
         if c.isupper():
             m = heads.VLLM.match(s)
@@ -220,11 +239,13 @@ class LogParser:
                     int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), heads.frac(g[6]),
                     self.last_ts, self._base(now),
                 )  # fmt: skip
+                self._saw("vllm", ts, False)
                 return self._message(
                     self._ts(ts, now), s[m.end() :], self.default_rank, heads.LEVELS[g[0]], extra
                 )
             m = heads.UVICORN.match(s)
             if m:
+                self._saw("uvicorn", None, False)
                 return self._uvicorn(s, m.end(), heads.LEVELS[m.group(1)], now, extra)
         if looks_like_bar(s):
             bar = parse_bar(s)
@@ -272,6 +293,7 @@ class LogParser:
                 int(md[:-2]), int(md[-2:]), int(g[3]), int(g[4]), int(g[5]), heads.frac((g[6] or "")[:6]),
                 self.last_ts, self._base(now),
             )  # fmt: skip
+        self._saw("glog", ts, g[0] is not None)
         msg = s[m.end() :]
         kind, sev, fields = torch_message(msg, g[1])
         if g[0] is not None:
