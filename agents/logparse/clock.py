@@ -7,10 +7,12 @@ seconds are added as plain arithmetic (DST transitions happen on hour boundaries
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, tzinfo
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta, tzinfo
 
 _HALF_DAY_S = 43_200.0
 _HALF_YEAR_S = 183 * 86_400.0
+_SLACK_S = 2 * 86_400.0  # a log's last lines may be a day past its reference date (zones, a late mtime)
 
 
 class LocalClock:
@@ -64,14 +66,43 @@ class LocalClock:
     def no_year(
         self, mo: int, d: int, h: int, mi: int, s: int, frac: float, last_ts: float | None, base: date | None
     ) -> float | None:
-        """A month-day time without a year (vLLM, glog): the year of the last line, rolling over New Year."""
+        """A month-day time without a year (vLLM, glog, the journal).
+
+        After a line with a time: that line's year, rolling over New Year (Dec -> Jan). Before any: ``base``
+        is a date the log does not run past (the file's mtime, today, the first dated line further on), so
+        the line takes the latest year that does not put it days after ``base`` (a Dec line before a Jan
+        reference is last year's). A ``base`` on 1 January is a bare year ("the log is from 2025"), taken as
+        is. With neither, 1970: the caller gave no reference at all."""
         if last_ts is not None:
             year = self.local_date(last_ts).year
-        elif base is not None:
-            year = base.year
-        else:
-            year = 1970
-        ts = self.epoch(year, mo, d, h, mi, s, frac)
-        if ts is not None and last_ts is not None and ts < last_ts - _HALF_YEAR_S:
-            ts = self.epoch(year + 1, mo, d, h, mi, s, frac)
+            ts = self.epoch(year, mo, d, h, mi, s, frac)
+            if ts is not None and ts < last_ts - _HALF_YEAR_S:
+                ts = self.epoch(year + 1, mo, d, h, mi, s, frac)
+            return ts
+        if base is None:
+            return self.epoch(1970, mo, d, h, mi, s, frac)
+        ts = self.epoch(base.year, mo, d, h, mi, s, frac)
+        if (base.month, base.day) == (1, 1) or ts is None:
+            return ts
+        limit = self.epoch(base.year, base.month, base.day, 0, 0, 0)
+        if limit is not None and ts > limit + _SLACK_S:
+            return self.epoch(base.year - 1, mo, d, h, mi, s, frac) or ts
         return ts
+
+
+_UTC = LocalClock(UTC)
+
+
+def zoned(g: Sequence[str | None], frac: float, zone: str | None) -> float | None:
+    """Epoch of an RFC 3339 stamp (``2025-03-01T10:00:00.123Z``, ``...+02:00``): groups y, m, d, sep, H, M, S
+    as ``heads.DATED`` captures them. The zone is exact, so the configured log zone does not apply."""
+    ts = _UTC.epoch(
+        int(g[0] or 0), int(g[1] or 0), int(g[2] or 0), int(g[4] or 0), int(g[5] or 0), int(g[6] or 0)
+    )
+    if ts is None:
+        return None
+    if zone and zone != "Z":
+        z = zone.replace(":", "")
+        off = (int(z[1:3]) * 60 + int(z[3:5])) * 60
+        ts += -off if z[0] == "+" else off
+    return ts + frac if ts + frac >= 0 else None

@@ -159,16 +159,15 @@ def print_stats(out: TextIO, stats: list[FileStats], as_json: bool) -> None:
     total = FileStats("total")
     for st in stats:
         total.merge(st)
-    shapes = [
-        {"shape": sh, "count": n, "example": total.examples[sh]} for sh, n in total.shapes.most_common(50)
-    ]
+    shapes = total.shapes.most_common(50)
     if as_json:
         files = [
             {"file": s.name, "lines": s.lines, "header_lines": s.header_lines, "recognised": s.recognised,
              "share": s.share}
             for s in [*stats, total]
         ]  # fmt: skip
-        out.write(json.dumps({"files": files[:-1], "total": files[-1], "unrecognised_shapes": shapes}) + "\n")
+        rows = [{"shape": sh, "count": n, "example": total.examples[sh]} for sh, n in shapes]
+        out.write(json.dumps({"files": files[:-1], "total": files[-1], "unrecognised_shapes": rows}) + "\n")
         return
     width = min(60, max(len(s.name) for s in [*stats, total]))
     for s in [*stats, total] if len(stats) > 1 else stats:
@@ -178,5 +177,5 @@ def print_stats(out: TextIO, stats: list[FileStats], as_json: bool) -> None:
         )
     if shapes:
         out.write("\nheader shapes not understood (count, shape, example):\n")
-        for row in shapes:
-            out.write(f"  {row['count']:>7,}  {row['shape']}\n           {row['example'][:160]}\n")
+        for sh, n in shapes:
+            out.write(f"  {n:>7,}  {sh}\n           {total.examples[sh][:160]}\n")

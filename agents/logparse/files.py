@@ -7,7 +7,6 @@ file's modification time. Never 1970.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import date, datetime, tzinfo
 from pathlib import Path
@@ -39,6 +38,6 @@ def reference(path: str | Path, tz: tzinfo, year: int | None = None) -> tuple[da
     if year is not None:
         return None, year
     try:
-        return datetime.fromtimestamp(os.stat(path).st_mtime, tz).date(), None
+        return datetime.fromtimestamp(Path(path).stat().st_mtime, tz).date(), None
     except (OSError, ValueError, OverflowError):
         return None, None

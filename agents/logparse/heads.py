@@ -17,29 +17,69 @@ from .values import Fields
 SGLANG = re.compile(
     r"\[(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]{0,10}\d{1,5}){0,8})\] ?"
 )
+# [TP3] msg / [DP0 TP1] msg: rank tags without a time
+RANK_ONLY = re.compile(r"\[((?:[A-Z][A-Z_]{0,10}\d{1,5} ?){1,8})\] ")
+# [12-11 17:47:40] msg: a month-day time in brackets (diffusion/omni forks of vLLM)
+BRACKET_MD = re.compile(r"\[(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?\] ?")
 # [rank6]:[E207 01:29:36.730311765 ProcessGroupNCCL.cpp:616]  /  [rank25]:[E ProcessGroupNCCL.cpp:1316]
 GLOG = re.compile(
     r"(?:\[rank(\d{1,7})\]:)?\[([IWEF])(?:(\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?)?(?: \d{1,10})? ?"
-    r"([\w.+-]{1,120}:\d{1,7})\] ?"
+    r"([\w./+-]{1,200}:\d{1,7})\] ?"
+)
+# torchrun / torch.distributed python logging: W1201 07:40:06.132000 28272 torch/distributed/run.py:874] msg
+GLOG_BARE = re.compile(
+    r"([IWEF])(\d{4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? {1,4}(\d{1,10}) ([\w./+-]{1,200}:\d{1,7})\] ?"
 )
 # 2025-12-04 20:35:53 INFO 151972 [scheduler_metrics_mixin.py:287] msg  /  2025-03-03 18:46:45,039 - INFO - msg
+# / 2025-03-08 02:04:48,693 - __main__ - INFO - msg / 2025-03-01T10:00:00.123456789Z msg (a collector's stamp)
 DATED = re.compile(
-    r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?"
-    r"(?: - (\w{1,10}) - | (DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?: (\d{1,10}))?(?: \[[^\]]{0,200}\])? | )?"
+    r"(\d{4})-(\d\d)-(\d\d)([ T])(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?"
+    r"(?: - (?:[\w.<>-]{1,100} - )?(\w{1,10}) - | (?:\| )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+    r"(?: (\d{1,10}))?(?: \[[^\]]{0,200}\])? |((?: [A-Z][A-Z_]{0,10}\d{1,5}){1,8})\] | |\t)?"
 )
-# vLLM: INFO 03-12 10:15:32 [loggers.py:123] msg
+# vLLM: INFO 03-12 10:15:32 [loggers.py:123] msg  /  before 2025: INFO 02-03 13:14:04 llm_engine.py:706] msg
 VLLM = re.compile(
-    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))? \[[^\]]{0,200}\] ?"
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?"
+    r" (?:\[[^\]]{0,200}\]|[\w./-]{1,200}:\d{1,7}\]) ?"
 )
+# Python logging's default format (torchrun, elastic): WARNING:torch.distributed.elastic.multiprocessing.api:msg
+PYLOG = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):([A-Za-z_][\w.]{0,200}):")
 UVICORN = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):\s{1,10}")
 ACCESS = re.compile(r"[\w.:\[\]-]{1,64}:\d{1,5} - \"(\w{1,10}) (\S{0,300})[^\"]{0,2048}\" (\d{3})")
 NCCL = re.compile(r"([\w.-]{1,253}):(\d{1,10}):(\d{1,10}) \[(\d{1,4})\] NCCL (INFO|WARN|ERROR|TRACE|ABORT) ?")
-WRAPPER = re.compile(r"\(([^()\n]{1,200})\) ")
-COMPOSE = re.compile(r"[A-Za-z0-9][\w.-]{0,100}\s{1,20}\| ")
+# systemd journal (journalctl's default format): Mar 01 10:00:00 host unit[1234]: msg
+JOURNAL = re.compile(
+    r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ \d]\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))? "
+    r"([\w.-]{1,253}) [\w@.:/-]{1,128}(?:\[(\d{1,10})\])?: "
+)
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+MONTHS = {m: i + 1 for i, m in enumerate(_MONTH_NAMES)}
+# after a collector's time stamp: CRI log files' stream and tag, Loki's label set
+# [2025-10-16T06:08:44Z] msg: a collector's stamp in brackets
+BRACKET_ISO = re.compile(
+    r"\[(\d{4})-(\d\d)-(\d\d)(T)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?\] "
+)
+CRI = re.compile(r"(?:stdout|stderr) [FP] ")
+LOKI = re.compile(r"\{[^{}\n]{0,2000}\} ")
+
+# (SGLangEngine pid=1) / (VllmWorker rank=3 pid=2) / Ray Data: (MapWorker(MapBatches(vLLMEngineStageUDF)) pid=3)
+WRAPPER = re.compile(r"\(((?:[^()\n]|\((?:[^()\n]|\([^()\n]{0,100}\)){0,100}\)){1,200})\) ?")
+COMPOSE = re.compile(r"\s{0,40}(?:[A-Za-z0-9][\w.-]{0,100}|\[[\w.-]{1,100}\])?\s{1,20}\| ")
 ANSI = re.compile(r"\x1b\[[0-9;?]{0,20}[A-Za-z]")
+# a colour code whose escape byte was lost on the way (copied from a terminal, a CI page): [36m ... [0m
+LOST_ANSI = re.compile(r"\[\d{1,3}(?:;\d{1,3}){0,4}m")
 REPEATED = re.compile(r" \[repeated (\d{1,9})x across cluster\]$")
 PID = re.compile(r"pid=(\d{1,10})")
 RANK_TAG = re.compile(r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}")
+WRAPPER_TAG = re.compile(r"(?<![A-Za-z])(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}")
+RANK_EQ = re.compile(r"\brank=(\d{1,7})")
+# torchrun --tee / elastic's per-line prefix "[rank3]:" (not a glog "[rank3]:[E...]" header, kept whole)
+RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]: ?")
+# srun --label "3: ", a launcher's "[80746] ", a cluster's "node-7 [stderr] ", kubectl --prefix "[pod/x/y] "
+TASK = re.compile(r"(\d{1,5}): ")
+PID_PREFIX = re.compile(r"\[(\d{1,10})\] ")
+STREAM = re.compile(r"([\w.-]{1,253}) \[(?:stdout|stderr)\] ")
+POD = re.compile(r"\[(pod/[^\]\s]{1,300})\] ")
 
 LEVELS = {
     "DEBUG": "debug",
@@ -58,7 +98,15 @@ class Wrapped:
 
     text: str
     fields: Fields = field(default_factory=dict)
-    rank: str | None = None  # vLLM workers: "(Worker_PP1_TP0 pid=N)" -> "PP1 TP0"
+    rank: str | None = (
+        None  # vLLM workers: "(Worker_PP1_TP0 pid=N)" -> "PP1 TP0", "(VllmWorker rank=3)" -> "rank3"
+    )
+
+
+def headed(s: str) -> bool:
+    """Whether ``s`` starts the way an engine line's header does (after an ambiguous wrapper was cut)."""
+    c = s[:1]
+    return c == "[" or c == "(" or (c.isascii() and (c.isdigit() or c.isupper()))
 
 
 def unwrap(s: str) -> Wrapped:
@@ -66,24 +114,65 @@ def unwrap(s: str) -> Wrapped:
     rank: str | None = None
     if "\x1b" in s:
         s = ANSI.sub("", s)
-    for _ in range(3):
+    if "m" in s[:12] and LOST_ANSI.search(s, 0, 300):
+        s = LOST_ANSI.sub("", s, 4)
+    for _ in range(4):
         c = s[:1]
         if c == "(":
             m = WRAPPER.match(s)
             if not m:
                 break
-            pid = PID.search(m.group(1))
+            inner = m.group(1)
+            pid = PID.search(inner)
             if pid:
                 fields["pid"] = int(pid.group(1))
-            process = m.group(1).split(" ", 1)[0][:128]
+            process = inner.split(" ", 1)[0].rstrip(",")[:128]
             fields["process"] = process
+            # vLLM workers name their rank: Worker_TP3, Worker_PP1_TP0, VllmWorker TP0, VllmWorker rank=3. The
+            # engine core's (EngineCore_DP0) stays in ``process``: its lines speak for the whole engine, and a
+            # rank of its own would stand beside the workers as one that never loads or captures anything
             if "Worker" in process:
-                rank = ranklabel.from_tags(process)
+                rank = ranklabel.from_tags(inner) or rank
+            if rank is None and "Worker" in process:
+                eq = RANK_EQ.search(inner)
+                if eq:
+                    rank = f"rank{eq.group(1)}"
+                    fields["global_rank"] = int(eq.group(1))
             s = s[m.end() :]
-        elif c and c.isalnum() and " | " in s[:130]:
+        elif c == "[":
+            m = RANK_PREFIX.match(s)
+            if m and s[m.end() : m.end() + 1] != "[":
+                fields["global_rank"] = int(m.group(1))
+            else:
+                m = PID_PREFIX.match(s) or POD.match(s)
+                if not m or not headed(s[m.end() :]):
+                    break
+                if m.re is POD:
+                    fields["pod"] = m.group(1)[:128]
+                else:
+                    fields.setdefault("pid", int(m.group(1)))
+            s = s[m.end() :]
+        elif c.isdigit():
+            m = TASK.match(s)
+            if not m or not headed(s[m.end() :]):
+                break
+            fields["task"] = int(m.group(1))
+            s = s[m.end() :]
+        elif c and (c.isalnum() or c.isspace()) and "| " in s[:150]:
             m = COMPOSE.match(s)
+            if m and (c.isalnum() or headed(s[m.end() :])):
+                s = s[m.end() :]
+                continue
+            m = STREAM.match(s)
             if not m:
                 break
+            fields["host"] = m.group(1)[:128]
+            s = s[m.end() :]
+        elif c.isalnum() and "] " in s[:270]:
+            m = STREAM.match(s)
+            if not m:
+                break
+            fields["host"] = m.group(1)[:128]
             s = s[m.end() :]
         else:
             break
@@ -93,6 +182,21 @@ def unwrap(s: str) -> Wrapped:
             fields["repeated"] = int(m.group(1))
             s = s[: m.start()]
     return Wrapped(s, fields, rank)
+
+
+def wrapped(s: str) -> bool:
+    """Cheap test: might ``s`` start with a wrapper ``unwrap`` removes? (Most lines do not.)"""
+    c = s[:1]
+    if c == "[":
+        c1 = s[1:2]
+        if c1 == "r":
+            return s.startswith("[rank") and not s.startswith("]:[", s.find("]"))
+        return (c1.isdigit() and ("m" in s[2:5] or "] " in s[2:13])) or c1 == "p"
+    if c == "(" or c == "\x1b" or c == " " or s.endswith("cluster]"):
+        return True
+    if c.isdigit():
+        return s[1:6].find(": ") >= 0
+    return c.isalnum() and ("| " in s[:150] or " [std" in s[:270])
 
 
 def frac(digits: str | None) -> float:

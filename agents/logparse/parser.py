@@ -10,13 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import UTC, date, tzinfo
-from typing import Any
 
 from agents.wire import Event
 
 from . import heads
-from .clock import LocalClock
 from .config import config_fields, is_config_dump
+from .dating import Dating, tagged
 from .progress import Bar, looks_like_bar, parse_bar
 from .sglang import sglang_message
 from .torch_nccl import glog_severity, nccl_message, torch_message
@@ -29,7 +28,7 @@ PARSE_LIMIT = 65_536  # nothing this parser looks for lies further into a line
 _TB_SUFFIX = START
 
 
-class LogParser:
+class LogParser(Dating):
     def __init__(
         self,
         tz: tzinfo = UTC,
@@ -38,24 +37,15 @@ class LogParser:
         base_date: date | None = None,
         year: int | None = None,
     ) -> None:
-        self.clock = LocalClock(tz)
+        super().__init__(tz, base_date, year)
         self.default_rank = default_rank
         self.source = source
-        self.base_date = base_date
-        self.year = year  # of year-less headers until a dated line is seen (the caller's --year)
-        self.last_ts: float | None = None
         self._tb: Traceback | None = None
         self._bars: dict[str, tuple[float, float]] = {}  # desc -> (start ts, last elapsed)
         self._capture_target: str | None = None
-        self._seconds: dict[str, float] = {}
         # how many tracebacks have started: a tailer compares it around feed() to learn that a line opened
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
-        # what the last fed line's header was, for ``parse-log --stats`` (the recognised share of a log):
-        # the header's shape name, whether its time and its rank tag were read from it
-        self.head: str | None = None
-        self.head_time = False
-        self.head_rank = False
 
     @property
     def pending(self) -> bool:
@@ -96,36 +86,6 @@ class LogParser:
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _ts(self, ts: float | None, now: float | None) -> float:
-        if ts is not None:
-            self.last_ts = ts
-            return ts
-        if now is not None and now >= 0 and (self.last_ts is None or now > self.last_ts):
-            return now
-        return self.last_ts if self.last_ts is not None else 0.0
-
-    def _dated(self, key: str, g: tuple[str | Any, ...], frac: float) -> float | None:
-        """Epoch of ``YYYY-MM-DD HH:MM:SS`` (groups 0-5) plus ``frac``; most lines repeat the previous second,
-        so the conversion is memoised on the text itself."""
-        base = self._seconds.get(key)
-        if base is None:
-            ts = self.clock.epoch(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))
-            base = -1.0 if ts is None else ts
-            if len(self._seconds) > 256:
-                self._seconds.clear()
-            self._seconds[key] = base
-        return None if base < 0 else base + frac
-
-    def _saw(self, head: str, ts: float | None, rank: bool) -> None:
-        self.head = head
-        self.head_time = self.head_time or ts is not None
-        self.head_rank = self.head_rank or rank
-
-    def _base(self, now: float | None) -> date | None:
-        if self.base_date is not None:
-            return self.base_date
-        return self.clock.local_date(now) if now is not None else None
-
     def _make(self, ts: float, kind: str, sev: str, msg: str, rank: str | None, fields: Fields) -> Event:
         if len(fields) > MAX_FIELDS:
             fields = dict(list(fields.items())[:MAX_FIELDS])
@@ -150,19 +110,29 @@ class LogParser:
                 self._tb.add("")
             return []
         extra: Fields | None = None
-        c = s[0]
-        if c == "(" or c == "\x1b" or (c.isalnum() and " | " in s[:130]) or s.endswith("cluster]"):
-            w = heads.unwrap(s)
-            s, extra = w.text, w.fields
-            if "process" in extra:
-                self.head = "wrapper"
-            self.head_rank = self.head_rank or w.rank is not None
+        rank: str | None = None
+        for _ in range(4):  # wrappers nest: compose | collector stamp | Ray actor | the engine's own header
+            if heads.wrapped(s):
+                w = heads.unwrap(s)
+                if w.text is not s:
+                    extra = {**w.fields, **extra} if extra else w.fields
+                    if w.fields and self.head is None:
+                        self.head = "wrapper"
+                    if w.rank is not None or "global_rank" in w.fields or tagged(w.fields.get("process")):
+                        self.head_rank = True
+                        rank = w.rank or rank
+                    s = w.text
+                    if not s:
+                        return []
+            cut = self._collector(s, now)
+            if cut is None:
+                break
+            s = cut
             if not s:
                 return []
-            c = s[0]
-            if w.rank is not None:
-                return self._as_rank(w.rank, s, c, now, extra)
-        return self._tb_then_parse(s, c, now, extra)
+        if rank is not None:
+            return self._as_rank(rank, s, s[0], now, extra or {})
+        return self._tb_then_parse(s, s[0], now, extra)
 
     def _tb_then_parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
         out: list[Event] = []
@@ -210,20 +180,31 @@ class LogParser:
                     rank = g[7].strip() or self.default_rank
                     self._saw("sglang", ts, bool(g[7]))
                     return self._message(self._ts(ts, now), s[m.end() :], rank, None, extra)
+                m = heads.BRACKET_MD.match(s)
+                if m:
+                    g = m.groups()
+                    ts = self._no_year(int(g[0]), int(g[1]), g[2:5], g[5], now)
+                    self._saw("bracket_md", ts, False)
+                    return self._message(self._ts(ts, now), s[m.end() :], self.default_rank, None, extra)
             else:
                 m = heads.GLOG.match(s)
                 if m:
                     return [self._glog(m, s, now, extra)]
+                m = heads.RANK_ONLY.match(s)
+                if m:
+                    self._saw("rank_tag", None, True)
+                    return self._message(self._ts(None, now), s[m.end() :], m.group(1).strip(), None, extra)
         elif c.isdigit():
             m = heads.DATED.match(s)
             if m:
                 g = m.groups()
-                ts = self._dated(s[:19], g, heads.frac(g[6]))
-                self._saw("dated", ts, False)
-                level = heads.LEVELS.get((g[7] or g[8] or "").upper())
-                if g[9]:
-                    extra = {**(extra or {}), "pid": int(g[9])}
-                return self._message(self._ts(ts, now), s[m.end() :], self.default_rank, level, extra)
+                ts = self._dated(s[:19], g, heads.frac(g[7]), 4)
+                rank = g[12].strip() if g[12] else self.default_rank  # a paste that lost the "[" of SGLang's
+                self._saw("dated", ts, bool(g[12]))
+                level = heads.LEVELS.get((g[9] or g[10] or "").upper())
+                if g[11]:
+                    extra = {**(extra or {}), "pid": int(g[11])}
+                return self._message(self._ts(ts, now), s[m.end() :], rank, level, extra)
         if " NCCL " in s[:300]:
             m = heads.NCCL.match(s)
             if m:
@@ -235,13 +216,21 @@ class LogParser:
             m = heads.VLLM.match(s)
             if m:
                 g = m.groups()
-                ts = self.clock.no_year(
-                    int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), heads.frac(g[6]),
-                    self.last_ts, self._base(now),
-                )  # fmt: skip
+                ts = self._no_year(int(g[1]), int(g[2]), g[3:6], g[6], now)
                 self._saw("vllm", ts, False)
                 return self._message(
                     self._ts(ts, now), s[m.end() :], self.default_rank, heads.LEVELS[g[0]], extra
+                )
+            if c in "IWEF" and s[1:5].isdigit():
+                m = heads.GLOG_BARE.match(s)
+                if m:
+                    return [self._glog(m, s, now, extra, bare=True)]
+            m = heads.PYLOG.match(s)
+            if m:
+                self._saw("pylog", None, False)
+                extra = {**(extra or {}), "logger": m.group(2)[:128]}
+                return self._message(
+                    self._ts(None, now), s[m.end() :], self.default_rank, heads.LEVELS[m.group(1)], extra
                 )
             m = heads.UVICORN.match(s)
             if m:
@@ -284,15 +273,17 @@ class LogParser:
             self._tb.add(_TB_SUFFIX)
         return out
 
-    def _glog(self, m: re.Match[str], s: str, now: float | None, extra: Fields | None) -> Event:
+    def _glog(
+        self, m: re.Match[str], s: str, now: float | None, extra: Fields | None, bare: bool = False
+    ) -> Event:
         g = m.groups()
+        if bare:  # W1201 07:40:06.132000 28272 file.py:874]: no [rankN]:, always a time and a pid
+            g = (None, *g[:6])
+            extra = {**(extra or {}), "pid": int(m.group(7))}
         ts = None
         if g[2]:
             md = g[2]
-            ts = self.clock.no_year(
-                int(md[:-2]), int(md[-2:]), int(g[3]), int(g[4]), int(g[5]), heads.frac((g[6] or "")[:6]),
-                self.last_ts, self._base(now),
-            )  # fmt: skip
+            ts = self._no_year(int(md[:-2]), int(md[-2:]), g[3:6], (g[6] or "")[:6], now)
         self._saw("glog", ts, g[0] is not None)
         msg = s[m.end() :]
         kind, sev, fields = torch_message(msg, g[1])

@@ -18,7 +18,11 @@ HEAD_SPAN = 100  # a header lies within the first characters of a line
 _TIME = re.compile(r"(?<![\d:])\d{1,2}:\d\d:\d\d(?:[.,]\d{1,9})?(?![\d<:])")
 _LEVEL = re.compile(r"[\s\W]{0,8}(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 _GLOG = re.compile(r"(?:\[rank\d{1,7}\]:)?\[?[IWEF](?:\d{4}| )[^\]]{0,80}\.(?:cpp|cc|h|py):\d{1,7}\]")
-_RANK = re.compile(r"\[rank\d{1,7}\]|\brank=\d|[\[ _](?:TP|DP|PP|EP|ATTN_CP|MOE_DP)\d{1,5}[\] _)]")
+# a rank tag where a header puts one: [rank3], [... TP3], (Worker_TP3 pid=1), (VllmWorker rank=3 ...)
+_TAG = r"(?:TP|DP|PP|EP|ATTN_CP|MOE_DP)\d{1,5}"
+_RANK = re.compile(
+    rf"\[rank\d{{1,7}}\]|\[[^\]\[]{{0,40}}\b{_TAG}\]|\([^()]{{0,40}}(?:\brank=\d|[_ ]{_TAG}\b)[^()]{{0,60}}\)"
+)
 _TOKEN = re.compile(r"\d+|[A-Za-z_][A-Za-z_]*")
 SHAPE_SPAN = 64
 MAX_SHAPES = 500

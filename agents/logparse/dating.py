@@ -1,0 +1,119 @@
+"""Dating a line: the header's time (with or without a date, a year, a zone), a collector's stamp in front of
+it, and what ``parse-log --stats`` learns about the header from the parser. ``LogParser``'s base: the state
+here is only the clock and the last time seen."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, tzinfo
+from typing import Any
+
+from . import heads
+from .clock import LocalClock, zoned
+
+
+class Dating:
+    def __init__(self, tz: tzinfo = UTC, base_date: date | None = None, year: int | None = None) -> None:
+        self.clock = LocalClock(tz)
+        self.base_date = base_date
+        self.year = year  # of year-less headers until a dated line is seen (the caller's --year)
+        self.last_ts: float | None = None
+        self._seconds: dict[str, float] = {}
+        # what the last fed line's header was, for ``parse-log --stats`` (the recognised share of a log):
+        # the header's shape name, whether its time and its rank tag were read from it
+        self.head: str | None = None
+        self.head_time = False
+        self.head_rank = False
+
+    def _ts(self, ts: float | None, now: float | None) -> float:
+        if ts is not None:
+            self.last_ts = ts
+            return ts
+        if now is not None and now >= 0 and (self.last_ts is None or now > self.last_ts):
+            return now
+        return self.last_ts if self.last_ts is not None else 0.0
+
+    def _dated(self, key: str, g: tuple[str | Any, ...], frac: float, at: int = 3) -> float | None:
+        """Epoch of ``YYYY-MM-DD HH:MM:SS`` (groups 0-2, then the time from group ``at``) plus ``frac``; most
+        lines repeat the previous second, so the conversion is memoised on the text itself."""
+        base = self._seconds.get(key)
+        if base is None:
+            y, mo, d, h, mi, sec = int(g[0]), int(g[1]), int(g[2]), int(g[at]), int(g[at + 1]), int(g[at + 2])
+            ts = self.clock.epoch(y, mo, d, h, mi, sec)
+            base = -1.0 if ts is None else ts
+            if len(self._seconds) > 256:
+                self._seconds.clear()
+            self._seconds[key] = base
+        return None if base < 0 else base + frac
+
+    def _no_year(self, mo: int, d: int, hms: Any, frac: str | None, now: float | None) -> float | None:
+        """A month-day time without a year (vLLM, glog, the journal): the year of the last line; before any,
+        the caller's year, else the year that puts it nearest the file's reference date (or ``now``)."""
+        h, mi, sec = int(hms[0]), int(hms[1]), int(hms[2])
+        fr = heads.frac(frac)
+        if self.last_ts is None and self.year is not None:
+            return self.clock.epoch(self.year, mo, d, h, mi, sec, fr)
+        return self.clock.no_year(mo, d, h, mi, sec, fr, self.last_ts, self._base(now))
+
+    def _saw(self, head: str, ts: float | None, rank: bool) -> None:
+        self.head = head
+        self.head_time = self.head_time or ts is not None
+        self.head_rank = self.head_rank or rank
+
+    def _base(self, now: float | None) -> date | None:
+        if self.base_date is not None:
+            return self.base_date
+        return self.clock.local_date(now) if now is not None else None
+
+    def _collector(self, s: str, now: float | None) -> str | None:
+        """A log collector's time stamp in front of the line (docker/kubectl/podman ``--timestamps``, CRI log
+        files, Loki, the systemd journal, a supervisor's own Python logging): its time dates the line unless
+        the engine's header inside has one; returns the rest of the line, or None when there is none."""
+        c = s[0]
+        if c == "[" and s[11:12] == "T" and s[5:6] == "-":
+            m = heads.BRACKET_ISO.match(s)
+            if m is None:
+                return None
+            g = m.groups()
+            fr = heads.frac(g[7])
+            ts = zoned(g, fr, g[8]) if g[8] else self._dated(s[1:20], g, fr, 4)
+            rest = s[m.end() :]
+        elif c.isdigit() and s[4:5] == "-":
+            m = heads.DATED.match(s)
+            if m is None:
+                return None
+            g = m.groups()
+            rest = s[m.end() :]
+            if not (g[3] == "T" or g[8] or rest[:1] in (" ", "\t") or _engine_head(rest)):
+                return None  # the engine's own header (a fork logging with Python's logging)
+            fr = heads.frac(g[7])
+            ts = zoned(g, fr, g[8]) if g[8] else self._dated(s[:19], g, fr, 4)
+            if rest[:1] in ("s", "{"):
+                m2 = heads.CRI.match(rest) or heads.LOKI.match(rest)
+                if m2:
+                    rest = rest[m2.end() :]
+        elif c.isupper() and s[3:4] == " " and s[:3] in heads.MONTHS:
+            m = heads.JOURNAL.match(s)
+            if m is None:
+                return None
+            g = m.groups()
+            ts = self._no_year(heads.MONTHS[g[0]], int(g[1]), g[2:5], g[5], now)
+            rest = s[m.end() :]
+        else:
+            return None
+        self._saw("collector", ts, False)
+        self._ts(ts, now)
+        return rest
+
+
+def tagged(process: object) -> bool:
+    return isinstance(process, str) and heads.WRAPPER_TAG.search(process) is not None
+
+
+def _engine_head(rest: str) -> bool:
+    """Does an engine's own header follow a collector's stamp (so that stamp is a wrapper, not the header)?"""
+    c = rest[:1]
+    if c == "[" or c == "(":
+        return True
+    if c.isdigit():
+        return heads.DATED.match(rest) is not None
+    return c.isupper() and bool(heads.VLLM.match(rest) or heads.GLOG_BARE.match(rest))
