@@ -46,6 +46,7 @@ class LogParser(Dating):
         # how many tracebacks have started: a tailer compares it around feed() to learn that a line opened
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
+        self._took = False  # the line being parsed went into the open traceback
 
     @property
     def pending(self) -> bool:
@@ -136,14 +137,23 @@ class LogParser(Dating):
 
     def _tb_then_parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
         out: list[Event] = []
-        if self._tb is not None:
-            verdict = self._tb.offer(s, self._structured(s))
-            if verdict is True:
-                return []
-            if verdict is False:
-                out.append(self._tb_event(self._tb))
-                self._tb = None
+        tb, deferred = self._tb, False
+        if tb is not None:
+            structured = self._structured(s)
+            if structured and tb.key is not None:
+                deferred = True  # its header may carry the traceback's next line (vLLM, Python logging)
+            else:
+                verdict = tb.offer(s, structured)
+                if verdict is True:
+                    return []
+                if verdict is False:
+                    out.append(self._tb_event(tb))
+                    self._tb = None
+        self._took = False
         out += self._parse(s, c, now, extra)
+        if deferred and self._tb is tb and tb is not None and not self._took and tb.offer(s, True) is False:
+            out.insert(0, self._tb_event(tb))
+            self._tb = None
         return out
 
     def _as_rank(self, rank: str, s: str, c: str, now: float | None, extra: Fields) -> list[Event]:
@@ -245,6 +255,13 @@ class LogParser(Dating):
     def _message(
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
     ) -> list[Event]:
+        tb = self._tb
+        if tb is not None and tb.key is not None and tb.key == (self.head, rank):
+            # a traceback logged line by line, each with the header (vLLM's formatter repeats it per line)
+            if (tb.prefixed or msg[:1] in " \t") and tb.offer(msg, False):
+                tb.prefixed = True
+                self._took = True
+                return []
         hit = sglang_message(msg)
         if hit is None:
             hit = vllm_message(msg)
@@ -268,7 +285,7 @@ class LogParser(Dating):
         if msg.endswith(_TB_SUFFIX):
             if self._tb is not None:
                 out.append(self._tb_event(self._tb))
-            self._tb = Traceback(ts, rank)
+            self._tb = Traceback(ts, rank, key=(self.head, rank) if self.head is not None else None)
             self.tracebacks_opened += 1
             self._tb.add(_TB_SUFFIX)
         return out
