@@ -256,12 +256,17 @@ class LogParser(Dating):
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
     ) -> list[Event]:
         tb = self._tb
-        if tb is not None and tb.key is not None and tb.key == (self.head, rank):
-            # a traceback logged line by line, each with the header (vLLM's formatter repeats it per line)
-            if (tb.prefixed or msg[:1] in " \t") and tb.offer(msg, False):
-                tb.prefixed = True
-                self._took = True
-                return []
+        # a traceback logged line by line, each with the header (vLLM's formatter repeats it per line)
+        if (
+            tb is not None
+            and tb.key is not None
+            and tb.key == (self.head, rank)
+            and (tb.prefixed or msg[:1] in " \t")
+            and tb.offer(msg, False)
+        ):
+            tb.prefixed = True
+            self._took = True
+            return []
         hit = sglang_message(msg)
         if hit is None:
             hit = vllm_message(msg)
