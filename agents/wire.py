@@ -83,6 +83,26 @@ class ProcessSample:
     cmdline: Text | None = None
 
 
+# Every kind of event the log parser emits (agents/logparse; fields in docs/architecture.md). The agent adds its
+# own (gpu_xid, stacks, spool_*, ...); the server stores any kind, so this list is the parser's promise.
+LOG_EVENT_KINDS = frozenset(
+    {
+        "dist_init_begin", "dist_init_end", "load_begin", "shard_progress", "load_end", "kv_alloc",
+        "mem_pool_end", "capture_begin", "capture_progress", "capture_end", "progress", "server_args",
+        "engine_config", "server_ready", "decode_batch", "prefill_batch", "spec_metrics", "watchdog_debug",
+        "watchdog_timeout", "nccl_timeout", "nccl_heartbeat", "nccl_work_update", "nccl_dump", "nccl_log",
+        "traceback", "scheduler_exception", "child_crashed", "init_failed", "health_check_failed",
+        "weights_warning", "http_access", "raw",
+        # vLLM: a process waited N s for the others to read a broadcast (a hang, or one of them compiling)
+        "shm_broadcast_wait",
+        # vLLM's own timeout fired (RPC call to execute_model timed out)
+        "engine_timeout",
+        # PyTorch (TORCH_DISTRIBUTED_DEBUG=DETAIL): ranks entered different collectives; names the ranks
+        "collective_mismatch",
+    }
+)  # fmt: skip
+
+
 @dataclass(slots=True)
 class Event:
     """Something that happened: a parsed engine log line, or an agent/hardware event (XID, spool drop, stacks).

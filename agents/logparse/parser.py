@@ -18,7 +18,7 @@ from .config import config_fields, is_config_dump
 from .dating import Dating, tagged
 from .progress import Bar, looks_like_bar, parse_bar
 from .sglang import sglang_message
-from .torch_nccl import glog_severity, nccl_message, torch_message
+from .torch_nccl import TORCH_STARTS, glog_severity, mismatch_fields, nccl_message, torch_message
 from .traceback import START, Traceback, cut_message
 from .values import MAX_FIELDS, Fields
 from .vllm import vllm_message
@@ -101,7 +101,13 @@ class LogParser(Dating):
         )
 
     def _tb_event(self, tb: Traceback) -> Event:
-        return self._make(tb.ts, "traceback", "error", tb.message(), tb.rank, tb.fields())
+        fields = tb.fields()
+        exc = fields.get("exc_message")
+        if isinstance(exc, str) and "mismatch between collectives" in exc:
+            # the exception names the ranks whose collectives differ: the engine's own verdict
+            return self._make(tb.ts, "collective_mismatch", "critical", tb.message(), tb.rank,
+                              mismatch_fields(tb.exc_line or "", fields))  # fmt: skip
+        return self._make(tb.ts, "traceback", "error", tb.message(), tb.rank, fields)
 
     def _line(self, s: str, now: float | None) -> list[Event]:
         if len(s) > PARSE_LIMIT:
@@ -272,6 +278,9 @@ class LogParser(Dating):
             hit = vllm_message(msg)
         if hit is None and is_config_dump(msg):
             hit = ("engine_config", "info", config_fields(msg))
+        if hit is None and msg.startswith(TORCH_STARTS):
+            torch = torch_message(msg, (level or "i")[0].upper())
+            hit = torch if torch[0] != "raw" else None
         if hit is None:
             ww = weights_warning(msg)
             if ww is not None:
@@ -282,6 +291,10 @@ class LogParser(Dating):
             if kind == "capture_begin":
                 self._capture_target = fields.get("target")  # type: ignore[assignment]
             if extra:
+                if kind == "child_crashed" and "pid" in extra:  # the wrapper's pid is the reporter's
+                    extra = {
+                        ("reporter_pid" if k == "pid" else k): v for k, v in extra.items() if k != "process"
+                    }
                 for k, v in extra.items():
                     fields.setdefault(k, v)
             out.append(self._make(ts, kind, sev, msg, rank, fields))

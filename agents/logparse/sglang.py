@@ -25,8 +25,9 @@ _USAGE = re.compile(r"mem usage=\s*([\d.]+)\s*GB")
 _ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: )\s*([\d.]+)\s*s")
 _BS = re.compile(r"\bbs=(\d+)")
 _WATCHDOG = re.compile(r"watchdog_timeout=([\d.]+)(?:, self\.soft=(True|False))?")
-_CRASHED = re.compile(r"Subprocess (\S+) \(pid=(\d+)\) crashed with exit code (-?\d+)")
-_DIED = re.compile(r"Rank (\d+) scheduler died during initialization(?: \(exit code: (-?\d+)\))?")
+_CRASHED = re.compile(r"Subprocess (\S+) \(pid=(\d+)\) crashed(?: with exit code (-?\d+))?")
+# "Rank 3 scheduler died during initialization (exit code: -9)" / older: "Rank 0 scheduler is dead. Please check..."
+_DIED = re.compile(r"Rank (\d+) scheduler (?:died during initialization|is dead)(?: \(exit code: (-?\d+)\))?")
 _PYSPY = re.compile(r"Pyspy dump for PID (\d+)")
 _CAPTURE = re.compile(r"Capture ((?:[\w()-]+ )*?)cuda graph (begin|end)", re.IGNORECASE)
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
@@ -216,7 +217,9 @@ def _subprocess(msg: str) -> Match | None:
     m = _CRASHED.match(msg)
     if not m:
         return None
-    fields: Fields = {"process": m.group(1)[:128], "pid": int(m.group(2)), "exit_code": int(m.group(3))}
+    fields: Fields = {"process": m.group(1)[:128], "pid": int(m.group(2))}
+    if m.group(3) is not None:
+        fields["exit_code"] = int(m.group(3))
     idx = _TRAILING_DIGITS.search(m.group(1))
     if idx:
         fields["rank_index"] = int(idx.group(1))

@@ -19,7 +19,28 @@ _STUCK = re.compile(r"got stuck for (\d+) seconds")
 # "PG status: last enqueued work: 12, last completed work: 11" (newer)
 _ENQ = re.compile(r"[Ll]ast enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)")
 _AT_WORK = re.compile(r"(?:at work|NCCL work|at work sequence id): (\d+)")
-_FROM_RANK = re.compile(r"from rank (\d+)")
+# "... from rank 3 and we will ...", "... from  rank 7 ..." (torch 2.6+: two spaces), "... from this local rank ..."
+_FROM_RANK = re.compile(r"from\s{1,3}rank (\d+)")
+# TORCH_DISTRIBUTED_DEBUG=DETAIL: "Detected mismatch between collectives on ranks. Rank 1 is running collective:
+# CollectiveFingerPrint(SequenceNumber=3104, OpType=ALLREDUCE, ...), but Rank 0 is running collective: ..."
+_FINGERPRINT = re.compile(
+    r"Rank (\d{1,7}) is running (?:inconsistent )?collective: CollectiveFingerPrint\((?:SequenceNumber=(\d+), )?"
+    r"OpType=(\w{1,64})"
+)
+# messages that name themselves as ProcessGroupNCCL's, when they come without its glog header
+# (behind torchrun's "[rank3]: " prefix, or as a traceback's exception line)
+TORCH_STARTS = (
+    "[PG ",
+    "[Rank ",
+    "Watchdog caught",
+    "Received a dump signal",
+    "Observed flight recorder",
+    "Heartbeat monitor",
+    "ProcessGroupNCCL",
+    "failure detected by watchdog",
+    "Detected mismatch",
+    "RuntimeError: Detected mismatch",
+)
 _INIT_DONE = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+).*Init COMPLETE")
 
 
@@ -54,11 +75,15 @@ def torch_message(msg: str, level: str) -> Match:
     if m:
         fields["enqueued"] = int(m.group(1))
         fields["completed"] = int(m.group(2))
-    if "dump signal" in msg:
+    if "dump signal" in msg or "to signal dumping" in msg or "preparing to dump debug info" in msg:
         peer = _FROM_RANK.search(msg)
         if peer:
             fields["from_rank"] = int(peer.group(1))
+        elif "from this local rank" in msg or "First PG on this rank" in msg:
+            fields["from_self"] = True  # this rank's own watchdog saw the timeout first
         return "nccl_dump", "error", fields
+    if "mismatch between collectives" in msg:
+        return "collective_mismatch", "critical", mismatch_fields(msg, fields)
     if "Terminating the process after attempting to dump debug info" in msg:
         return "nccl_dump", "critical", fields
     if m:
@@ -109,3 +134,14 @@ def nccl_message(level: str, msg: str, fields: Fields) -> Match:
     if level == "ERROR":
         return "nccl_log", "error", fields
     return "nccl_log", "debug", fields
+
+
+def mismatch_fields(msg: str, fields: Fields) -> Fields:
+    """The ranks (and their collectives) a mismatch report names: ``ranks`` "1,0", ``seqs``, ``op_types``."""
+    found = _FINGERPRINT.findall(msg[:20000])[:16]
+    if found:
+        fields["ranks"] = ",".join(r for r, _, _ in found)
+        fields["seqs"] = ",".join(q or "?" for _, q, _ in found)
+        fields["op_types"] = ",".join(o for _, _, o in found)[:256]
+        fields["rank_index"] = int(found[0][0])
+    return fields

@@ -11,12 +11,23 @@ Match = tuple[str, str, Fields]
 _MEAN_LEN = re.compile(r"Mean acceptance length: ([\d.]+)")
 _ACCEPTED = re.compile(r"Accepted: (\d+) tokens")
 _DRAFTED = re.compile(r"Drafted: (\d+) tokens")
-_AVG_RATE = re.compile(r"Avg Draft acceptance rate: ([\d.]+)%")
+# "Avg Draft acceptance rate: 66.3%" (2025+), "Draft acceptance rate: 63.5%" (v0.8-0.9 V1)
+_AVG_RATE = re.compile(r"Draft acceptance rate: ([\d.]+)%")
 _PER_POS = re.compile(r"Per-position acceptance rate: ([\d., ]+)")
 # vLLM v0: "Speculative metrics: Draft acceptance rate: 0.651, System efficiency: 0.432, ..."
 _V0_RATE = re.compile(r"Draft acceptance rate: ([\d.]+)")
 _V0_ACCEPTED = re.compile(r"Number of accepted tokens: (\d+)")
 _V0_DRAFTED = re.compile(r"Number of draft tokens: (\d+)")
+_V0_EMITTED = re.compile(r"Number of emitted tokens: (\d+)")
+_V0_K = re.compile(r"Number of speculative tokens: (\d+)")
+_V0_EFFICIENCY = re.compile(r"System efficiency: ([\d.]+)")
+# "No available shared memory broadcast block found in 60 seconds." (older: "No available block found in 60
+# second."): a process waited that long for the others to read the last broadcast -- one of them is stuck
+# or busy (compiling, quantising): vLLM's own hint of a hang, repeated every 60 s while it lasts
+_SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in (\d+) seconds?")
+_RPC_TIMEOUT = re.compile(r"(?:\w+Error: )?RPC call to (\w{1,64}) timed out")
+_DIED = re.compile(r"(Worker|Engine core) proc (\S{1,128}) died unexpectedly")
+_TRAILING_DIGITS = re.compile(r"(\d+)$")
 
 _PROMPT_TP = re.compile(r"Avg prompt throughput: ([\d.]+)")
 _GEN_TP = re.compile(r"Avg generation throughput: ([\d.]+)")
@@ -52,11 +63,10 @@ def vllm_message(msg: str) -> Match | None:
             fields["per_pos"] = ",".join(r for r in rates if number(r) is not None)[:512]
         return "spec_metrics", "info", fields
     if msg.startswith("Speculative metrics"):
-        fields = {}
-        _num(_V0_RATE, msg, fields, "accept_rate")
-        _num(_V0_ACCEPTED, msg, fields, "accepted")
-        _num(_V0_DRAFTED, msg, fields, "drafted")
-        return "spec_metrics", "info", fields
+        return "spec_metrics", "info", _v0_spec(msg)
+    hit = _failure(msg)
+    if hit is not None:
+        return hit
     if "Avg generation throughput" in msg:
         fields = {"engine": "vllm"}
         _num(_RUNNING, msg, fields, "running_req")
@@ -94,4 +104,47 @@ def vllm_message(msg: str) -> Match | None:
         fields = {"target": "target"}
         _num(_GRAPH_DONE, msg, fields, "elapsed_s")
         return "capture_end", "info", fields
+    return None
+
+
+def _v0_spec(msg: str) -> Fields:
+    fields: Fields = {}
+    _num(_V0_RATE, msg, fields, "accept_rate")
+    _num(_V0_EFFICIENCY, msg, fields, "system_efficiency")
+    _num(_V0_K, msg, fields, "num_spec_tokens")
+    _num(_V0_ACCEPTED, msg, fields, "accepted")
+    _num(_V0_DRAFTED, msg, fields, "drafted")
+    _num(_V0_EMITTED, msg, fields, "emitted")
+    k, drafted, emitted = fields.get("num_spec_tokens"), fields.get("drafted"), fields.get("emitted")
+    if isinstance(k, int) and isinstance(drafted, int) and isinstance(emitted, int) and drafted > 0:
+        # every verify step drafts k tokens and emits the accepted ones plus one: emitted per step
+        fields["accept_len"] = round(emitted * k / drafted, 4)
+    return fields
+
+
+def _failure(msg: str) -> Match | None:
+    """vLLM's own reports that a process died, waited too long, or timed out."""
+    c = msg[:1]
+    if c == "N" and msg.startswith("No available"):
+        m = _SHM_WAIT.match(msg)
+        if m:
+            return "shm_broadcast_wait", "warning", {"waited_s": int(m.group(1))}
+    elif c == "W" or c == "E":
+        m = _DIED.match(msg)
+        if m:
+            fields: Fields = {"process": m.group(2)[:128]}
+            idx = _TRAILING_DIGITS.search(m.group(2))
+            if idx and m.group(1) == "Worker":
+                fields["rank_index"] = int(idx.group(1))
+            return "child_crashed", "critical", fields
+        if msg.startswith("EngineCore failed to start"):
+            return "init_failed", "critical", {"engine": "vllm"}
+        if msg.startswith(("EngineCore encountered a fatal error", "EngineCore hit an exception")):
+            return "scheduler_exception", "error", {"engine": "vllm"}
+        if msg.startswith("WorkerProc hit an exception"):
+            return "scheduler_exception", "error", {"engine": "vllm"}
+    if "RPC call to" in msg[:80]:
+        m = _RPC_TIMEOUT.match(msg)
+        if m:
+            return "engine_timeout", "critical", {"engine": "vllm", "call": m.group(1)}
     return None
