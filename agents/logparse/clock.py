@@ -71,8 +71,8 @@ class LocalClock:
         After a line with a time: that line's year, rolling over New Year (Dec -> Jan). Before any: ``base``
         is a date the log does not run past (the file's mtime, today, the first dated line further on), so
         the line takes the latest year that does not put it days after ``base`` (a Dec line before a Jan
-        reference is last year's). A ``base`` on 1 January is a bare year ("the log is from 2025"), taken as
-        is. With neither, 1970: the caller gave no reference at all."""
+        reference is last year's); a caller that knows only the year gives the parser ``year`` instead. With
+        neither, 1970: the caller gave no reference at all."""
         if last_ts is not None:
             year = self.local_date(last_ts).year
             ts = self.epoch(year, mo, d, h, mi, s, frac)
@@ -82,7 +82,7 @@ class LocalClock:
         if base is None:
             return self.epoch(1970, mo, d, h, mi, s, frac)
         ts = self.epoch(base.year, mo, d, h, mi, s, frac)
-        if (base.month, base.day) == (1, 1) or ts is None:
+        if ts is None:
             return ts
         limit = self.epoch(base.year, base.month, base.day, 0, 0, 0)
         if limit is not None and ts > limit + _SLACK_S:

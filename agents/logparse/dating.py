@@ -18,6 +18,9 @@ class Dating:
         self.year = year  # of year-less headers until a dated line is seen (the caller's --year)
         self.last_ts: float | None = None
         self._seconds: dict[str, float] = {}
+        self._dated_wrapper = (
+            False  # a dated stamp in this log turned out to be a collector's, not the header
+        )
         # what the last fed line's header was, for ``parse-log --stats`` (the recognised share of a log):
         # the header's shape name, whether its time and its rank tag were read from it
         self.head: str | None = None
@@ -83,8 +86,11 @@ class Dating:
                 return None
             g = m.groups()
             rest = s[m.end() :]
-            if not (g[3] == "T" or g[8] or rest[:1] in (" ", "\t") or _engine_head(rest)):
+            if not (
+                self._dated_wrapper or g[3] == "T" or g[8] or rest[:1] in (" ", "\t") or _engine_head(rest)
+            ):
                 return None  # the engine's own header (a fork logging with Python's logging)
+            self._dated_wrapper = True  # once one is a wrapper, every such stamp in this log is
             fr = heads.frac(g[7])
             ts = zoned(g, fr, g[8]) if g[8] else self._dated(s[:19], g, fr, 4)
             if rest[:1] in ("s", "{"):

@@ -67,7 +67,8 @@ WRAPPER = re.compile(r"\(((?:[^()\n]|\((?:[^()\n]|\([^()\n]{0,100}\)){0,100}\)){
 COMPOSE = re.compile(r"\s{0,40}(?:[A-Za-z0-9][\w.-]{0,100}|\[[\w.-]{1,100}\])?\s{1,20}\| ")
 ANSI = re.compile(r"\x1b\[[0-9;?]{0,20}[A-Za-z]")
 # a colour code whose escape byte was lost on the way (copied from a terminal, a CI page): [36m ... [0m
-LOST_ANSI = re.compile(r"\[\d{1,3}(?:;\d{1,3}){0,4}m")
+# (or that a decoder replaced with U+FFFD)
+LOST_ANSI = re.compile(r"\ufffd?\[\d{1,3}(?:;\d{1,3}){0,4}m")
 REPEATED = re.compile(r" \[repeated (\d{1,9})x across cluster\]$")
 PID = re.compile(r"pid=(\d{1,10})")
 RANK_TAG = re.compile(r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}")
@@ -144,14 +145,16 @@ def unwrap(s: str) -> Wrapped:
             if m and s[m.end() : m.end() + 1] != "[":
                 fields["global_rank"] = int(m.group(1))
             else:
-                m = PID_PREFIX.match(s) or POD.match(s)
+                m = PID_PREFIX.match(s) or POD.match(s) or COMPOSE.match(s)
                 if not m or not headed(s[m.end() :]):
                     break
                 if m.re is POD:
                     fields["pod"] = m.group(1)[:128]
-                else:
+                elif m.re is PID_PREFIX:
                     fields.setdefault("pid", int(m.group(1)))
             s = s[m.end() :]
+        elif c in _PANEL:  # a terminal UI's box ("│ INFO 03-21 ...   │"): tilt, k9s, rich panels
+            s = s[1:].strip(" " + _PANEL)
         elif c.isdigit():
             m = TASK.match(s)
             if not m or not headed(s[m.end() :]):
@@ -184,6 +187,9 @@ def unwrap(s: str) -> Wrapped:
     return Wrapped(s, fields, rank)
 
 
+_PANEL = "│┃║"
+
+
 def wrapped(s: str) -> bool:
     """Cheap test: might ``s`` start with a wrapper ``unwrap`` removes? (Most lines do not.)"""
     c = s[:1]
@@ -191,8 +197,8 @@ def wrapped(s: str) -> bool:
         c1 = s[1:2]
         if c1 == "r":
             return s.startswith("[rank") and not s.startswith("]:[", s.find("]"))
-        return (c1.isdigit() and ("m" in s[2:5] or "] " in s[2:13])) or c1 == "p"
-    if c == "(" or c == "\x1b" or c == " " or s.endswith("cluster]"):
+        return (c1.isdigit() and ("m" in s[2:5] or "] " in s[2:13])) or c1 == "p" or "] | " in s[:120]
+    if c == "(" or c == "\x1b" or c == " " or c == "\ufffd" or c in _PANEL or s.endswith("cluster]"):
         return True
     if c.isdigit():
         return s[1:6].find(": ") >= 0

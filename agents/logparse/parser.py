@@ -47,6 +47,7 @@ class LogParser(Dating):
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
         self._took = False  # the line being parsed went into the open traceback
+        self._cur = ""  # the line being parsed, wrappers removed
 
     @property
     def pending(self) -> bool:
@@ -122,7 +123,7 @@ class LogParser(Dating):
             if heads.wrapped(s):
                 w = heads.unwrap(s)
                 if w.text is not s:
-                    extra = {**w.fields, **extra} if extra else w.fields
+                    extra = {**extra, **w.fields} if extra else w.fields
                     if w.fields and self.head is None:
                         self.head = "wrapper"
                     if w.rank is not None or "global_rank" in w.fields or tagged(w.fields.get("process")):
@@ -155,7 +156,7 @@ class LogParser(Dating):
                 if verdict is False:
                     out.append(self._tb_event(tb))
                     self._tb = None
-        self._took = False
+        self._took, self._cur = False, s
         out += self._parse(s, c, now, extra)
         if deferred and self._tb is tb and tb is not None and not self._took and tb.offer(s, True) is False:
             out.insert(0, self._tb_event(tb))
@@ -262,11 +263,13 @@ class LogParser(Dating):
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
     ) -> list[Event]:
         tb = self._tb
-        # a traceback logged line by line, each with the header (vLLM's formatter repeats it per line)
+        # the header in front of ``msg``: a traceback logged line by line behind the very same header (vLLM's
+        # formatter repeats the record's header on each of its lines) belongs together
+        head = self._cur[: len(self._cur) - len(msg)] if self.head is not None else None
         if (
             tb is not None
             and tb.key is not None
-            and tb.key == (self.head, rank)
+            and tb.key == (head, rank)
             and (tb.prefixed or msg[:1] in " \t")
             and tb.offer(msg, False)
         ):
@@ -303,7 +306,7 @@ class LogParser(Dating):
         if msg.endswith(_TB_SUFFIX):
             if self._tb is not None:
                 out.append(self._tb_event(self._tb))
-            self._tb = Traceback(ts, rank, key=(self.head, rank) if self.head is not None else None)
+            self._tb = Traceback(ts, rank, key=(head, rank) if head else None)
             self.tracebacks_opened += 1
             self._tb.add(_TB_SUFFIX)
         return out

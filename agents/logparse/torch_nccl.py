@@ -75,7 +75,12 @@ def torch_message(msg: str, level: str) -> Match:
     if m:
         fields["enqueued"] = int(m.group(1))
         fields["completed"] = int(m.group(2))
-    if "dump signal" in msg or "to signal dumping" in msg or "preparing to dump debug info" in msg:
+    if (
+        "dump signal" in msg
+        or "timeout signal from" in msg  # torch <= 2.3
+        or "to signal dumping" in msg
+        or "preparing to dump debug info" in msg
+    ):
         peer = _FROM_RANK.search(msg)
         if peer:
             fields["from_rank"] = int(peer.group(1))

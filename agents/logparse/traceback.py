@@ -35,9 +35,9 @@ class Traceback:
     exc_line: str | None = None
     tail: int = 0
     interleaved: int = 0
-    # (header shape, rank) of the line that opened it, when it had a header: a later line with the same
+    # (header text, rank) of the line that opened it, when it had a header: a later line with the same
     # header may carry its next line; ``prefixed`` once one did (then every such line belongs to it)
-    key: tuple[str | None, str | None] | None = None
+    key: tuple[str, str | None] | None = None
     prefixed: bool = False
 
     def add(self, line: str) -> None:

@@ -1,0 +1,158 @@
+"""The parser on lines as real logs carry them: wrapped by collectors and launchers, in old and new header
+shapes, with and without a year. Verbatim lines from public reports (source beside each) next to synthetic
+ones built to the formats' documentation."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import pytest
+
+from agents.logparse import LogParser, parse_lines
+from agents.wire import LOG_EVENT_KINDS
+from tests.logparse_lines import REAL_LINES, SGLANG_LINES, TORCH_LINES, check, one, utc
+
+
+@pytest.mark.parametrize(("source", "line", "kind", "rank", "ts", "fields"), REAL_LINES)
+def test_real_lines(
+    source: str, line: str, kind: str, rank: str | None, ts: str | None, fields: dict[str, Any]
+) -> None:
+    events = parse_lines([line], year=2025)
+    check(events[0], kind, rank, ts, **fields)
+    assert events[0].ts > 0 or ts is None, source
+
+
+def test_every_kind_the_parser_emits_is_in_the_wire_vocabulary() -> None:
+    lines = [x[1] for x in REAL_LINES] + [x[0] for x in SGLANG_LINES] + [x[0] for x in TORCH_LINES]
+    assert {e.kind for e in parse_lines(lines, year=2025)} <= LOG_EVENT_KINDS
+
+
+SGL = "[2025-03-01 10:00:00 TP3] Load weight begin. avail mem=70.00 GB"
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "2025-03-01T09:59:59.123456789Z ",  # docker logs -t, kubectl logs --timestamps
+        "2025-03-01T11:59:59.123456789+02:00 ",  # podman logs -t
+        "2025-03-01T09:59:59.123456789Z stdout F ",  # a CRI log file (/var/log/containers)
+        '2025-03-01T09:59:59Z {app="sglang", pod="sglang-0"} ',  # Loki's logcli
+        "[2025-03-01T09:59:59Z] ",  # a collector's stamp in brackets
+        "Mar 01 09:59:59 gpu-node-3 sglang[1234]: ",  # the systemd journal
+        "sglang-1  | ",  # docker compose
+        "   sglang-1  | ",  # ... copied with leading blanks
+        "sglang-1  | 2025-03-01T09:59:59.5Z ",  # compose with --timestamps
+        "[pod/sglang-0/sglang] ",  # kubectl logs --prefix
+        "[sglang] | ",  # podman-compose
+    ],
+)
+def test_collector_prefixes_in_front_of_the_engines_header(prefix: str) -> None:
+    ev = one(prefix + SGL, year=2025)
+    check(ev, "load_begin", "TP3", "2025-03-01 10:00:00", avail_mem_gb=70.0)  # the engine's own time wins
+
+
+def test_a_collectors_stamp_dates_lines_without_a_time_and_its_zone_is_exact() -> None:
+    p = LogParser()
+    ev = p.feed("2025-03-01T12:00:00.500+02:00 Loading safetensors checkpoint shards:  50% Completed | 1/2")
+    assert ev[0].kind == "shard_progress" and ev[0].ts == pytest.approx(utc("2025-03-01 10:00:00.500"))
+    # a traceback with every line behind the stamp is still one traceback
+    lines = [
+        "2025-03-01T10:00:01Z Traceback (most recent call last):",
+        '2025-03-01T10:00:01Z   File "/x/scheduler.py", line 1, in run',
+        "2025-03-01T10:00:01Z RuntimeError: CUDA error: an illegal memory access was encountered",
+        "2025-03-01T10:00:02Z [2025-03-01 10:00:02 TP0] Decode batch, #running-req: 1, #queue-req: 0",
+    ]
+    kinds = [e.kind for line in lines for e in p.feed(line)]
+    assert kinds == ["traceback", "decode_batch"], kinds
+
+
+def test_a_supervisors_python_logging_around_a_whole_traceback() -> None:
+    # https://github.com/allenai/olmocr/issues/105 (lines 1-2 verbatim; the exception line completes it)
+    events = parse_lines(
+        [
+            "2025-03-08 02:04:48,693 - __main__ - INFO - [2025-03-08 02:04:48 TP0] Scheduler hit an exception: "
+            "Traceback (most recent call last):",
+            '2025-03-08 02:04:48,693 - __main__ - INFO -   File "/home/xx/anaconda3/envs/olmocr/lib/python3.11/'
+            'site-packages/sglang/srt/managers/scheduler.py", line 1773, in run_scheduler_process',
+            "2025-03-08 02:04:48,694 - __main__ - INFO - torch.OutOfMemoryError: CUDA out of memory.",
+        ]
+    )
+    assert [e.kind for e in events] == ["scheduler_exception", "traceback"]
+    check(events[1], "traceback", "TP0", "2025-03-08 02:04:48", exc_type="torch.OutOfMemoryError")
+
+
+def test_a_traceback_logged_line_by_line_behind_vllms_header() -> None:
+    # https://github.com/vllm-project/vllm/issues/6775 (the first four lines verbatim)
+    w = "(RayWorkerWrapper pid=24271) ERROR 07-25 07:05:40 worker_base.py:382] "
+    events = parse_lines(
+        [
+            w + "Traceback (most recent call last):",
+            w + '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/worker_base.py", line 374, in '
+            "execute_method",
+            w + "    return executor(*args, **kwargs)",
+            w
+            + "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144]",
+            "(RayWorkerWrapper pid=24271) INFO 07-25 07:05:41 worker_base.py:100] next",
+        ],
+        year=2025,
+    )
+    assert [e.kind for e in events] == ["traceback", "raw"], events
+    check(events[0], "traceback", None, "2025-07-25 07:05:40", exc_type="RuntimeError")
+    assert "return executor" in events[0].message
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[36m(RayWorkerWrapper pid=123)[0m INFO 02-03 13:14:04 llm_engine.py:706] Memory profiling takes 3.2 s",
+        "\ufffd[36m(RayWorkerWrapper pid=123, ip=10.3.32.122)\ufffd[0m INFO 02-03 13:14:04 [llm_engine.py:706] "
+        "Memory profiling takes 3.2 s",
+        "\x1b[36m(RayWorkerWrapper pid=123)\x1b[0m INFO 02-03 13:14:04 [llm_engine.py:706] Memory profiling takes 3.2 s",
+    ],
+)
+def test_ray_wrappers_whose_colour_codes_lost_their_escape_byte(line: str) -> None:
+    check(one(line, year=2025), "raw", None, "2025-02-03 13:14:04", pid=123, process="RayWorkerWrapper")
+
+
+def test_vllm_worker_wrappers_name_their_rank_and_the_engine_core_does_not() -> None:
+    check(one("(VllmWorker rank=3 pid=123) INFO 02-03 13:14:04 [gpu_worker.py:1] hi", year=2025),
+          "raw", "rank3", "2025-02-03 13:14:04", global_rank=3)  # fmt: skip
+    core = one("(EngineCore_0 pid=9) INFO 02-03 13:14:04 [core.py:1] hi", year=2025)
+    check(core, "raw", None, "2025-02-03 13:14:04", process="EngineCore_0", pid=9)
+    nested = one("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=4385) (EngineCore_DP0 pid=6448) INFO 02-12 "
+                 "15:00:36 [monitor.py:34] torch.compile takes 2222.52 s in total", year=2025)  # fmt: skip
+    check(nested, "raw", None, "2025-02-12 15:00:36", pid=6448, process="EngineCore_DP0")
+
+
+def test_rank_tags_without_a_time_and_torchruns_bare_glog_header() -> None:
+    p = LogParser()
+    p.feed("[2025-12-01 07:40:00 TP0] Init torch distributed begin.")
+    check(
+        p.feed("[TP3] Load weight begin. avail mem=70.00 GB")[0], "load_begin", "TP3", "2025-12-01 07:40:00"
+    )
+    run = p.feed("W1201 07:40:06.132000 28272 torch/distributed/run.py:874] Setting OMP_NUM_THREADS to 1")[0]
+    check(run, "raw", None, "2025-12-01 07:40:06.132", pid=28272)
+    assert run.severity == "warning"
+    tb = p.feed('[rank3]:   File "/x.py", line 1')  # torchrun's per-line prefix: no header, no crash
+    assert all(e.ts > 0 for e in tb)
+
+
+def test_year_less_headers_take_the_year_from_the_log_never_1970() -> None:
+    # after a dated line: its year, rolling over New Year
+    events = parse_lines(
+        ["[2025-12-31 23:59:00 TP0] Decode batch, #running-req: 1", "INFO 12-31 23:59:30 [x.py:1] a",
+         "INFO 01-01 00:00:10 [x.py:1] b", "[rank0]:[E101 00:00:20.1 ProcessGroupNCCL.cpp:1] c"]
+    )  # fmt: skip
+    assert [e.ts for e in events[1:]] == [utc("2025-12-31 23:59:30"), utc("2026-01-01 00:00:10"),
+                                           pytest.approx(utc("2026-01-01 00:00:20.1"))]  # fmt: skip
+    # before any: the reference date (a file's mtime) is an upper bound, so December is last year's
+    late = parse_lines(["INFO 12-31 23:59:30 [x.py:1] a", "INFO 01-02 08:00:00 [x.py:1] b"],
+                       base_date=date(2026, 1, 3))  # fmt: skip
+    assert [e.ts for e in late] == [utc("2025-12-31 23:59:30"), utc("2026-01-02 08:00:00")]
+    # an explicit year is taken as it is
+    assert one("INFO 12-31 23:59:30 [x.py:1] a", year=2024).ts == utc("2024-12-31 23:59:30")
+    assert one("INFO 03-21 02:07:08 [x.py:1] a", year=2025).ts == utc("2025-03-21 02:07:08")
+    assert one("Mar 21 02:07:08 node sglang[7]: hi", base_date=date(2025, 6, 1)).ts == utc(
+        "2025-03-21 02:07:08"
+    )
