@@ -50,7 +50,7 @@ class Dating:
 
     def _no_year(self, mo: int, d: int, hms: Any, frac: str | None, now: float | None) -> float | None:
         """A month-day time without a year (vLLM, glog, the journal): the year of the last line; before any,
-        the caller's year, else the year that puts it nearest the file's reference date (or ``now``)."""
+        the caller's year, else the latest year not past the reference date (the file's, or ``now``)."""
         h, mi, sec = int(hms[0]), int(hms[1]), int(hms[2])
         fr = heads.frac(frac)
         if self.last_ts is None and self.year is not None:

@@ -197,12 +197,14 @@ def wrapped(s: str) -> bool:
         c1 = s[1:2]
         if c1 == "r":
             return s.startswith("[rank") and not s.startswith("]:[", s.find("]"))
-        return (c1.isdigit() and ("m" in s[2:5] or "] " in s[2:13])) or c1 == "p" or "] | " in s[:120]
+        if c1.isdigit():
+            return "m" in s[2:5] or "] " in s[2:13]
+        return c1 == "p" or "] | " in s[:120]
     if c == "(" or c == "\x1b" or c == " " or c == "\ufffd" or c in _PANEL or s.endswith("cluster]"):
         return True
     if c.isdigit():
         return s[1:6].find(": ") >= 0
-    return c.isalnum() and ("| " in s[:150] or " [std" in s[:270])
+    return c.isalnum() and (("| " in s[:150] and "%|" not in s[:150]) or " [std" in s[:270])
 
 
 def frac(digits: str | None) -> float:

@@ -60,7 +60,9 @@ class LogParser(Dating):
         ``now`` is the time the line was read, for a reader that is following a file live: a line without a
         timestamp of its own then gets the later of ``now`` and the last timestamp seen. Without ``now``
         (replaying a file, or catching up on a backlog) it gets the last timestamp seen."""
-        self.head, self.head_time, self.head_rank = None, False, False
+        self.head = None
+        self.head_time = False
+        self.head_rank = False
         try:
             if "\x00" in line:  # PostgreSQL text cannot hold NUL; binary garbage must not poison a batch
                 line = line.replace("\x00", "")
@@ -117,9 +119,29 @@ class LogParser(Dating):
             if self._tb is not None:
                 self._tb.add("")
             return []
+        c = s[0]
+        if c == "[" and s[1:3] == "20" and s[11:12] == " ":  # SGLang's own dated header: nothing in front
+            return self._tb_then_parse(s, c, now, None)
+        if (
+            heads.wrapped(s)
+            or c.isdigit()
+            or (c == "[" and s[11:12] == "T")
+            or (c.isupper() and s[3:4] == " ")
+        ):
+            s, extra, rank = self._unwrap(s, now)
+            if not s:
+                return []
+            if rank is not None:
+                return self._as_rank(rank, s, s[0], now, extra or {})
+            return self._tb_then_parse(s, s[0], now, extra)
+        return self._tb_then_parse(s, c, now, None)
+
+    def _unwrap(self, s: str, now: float | None) -> tuple[str, Fields | None, str | None]:
+        """Wrappers nest: compose | collector stamp | Ray actor | the engine's own header. Returns the line
+        without them, what they said (pid, process, host, ...) and the rank a vLLM worker's wrapper names."""
         extra: Fields | None = None
         rank: str | None = None
-        for _ in range(4):  # wrappers nest: compose | collector stamp | Ray actor | the engine's own header
+        for _ in range(4):
             if heads.wrapped(s):
                 w = heads.unwrap(s)
                 if w.text is not s:
@@ -131,20 +153,25 @@ class LogParser(Dating):
                         rank = w.rank or rank
                     s = w.text
                     if not s:
-                        return []
+                        return s, extra, rank
+            c = s[0]
+            if not (c.isdigit() or (c == "[" and s[11:12] == "T") or (c.isupper() and s[3:4] == " ")):
+                break  # no collector's stamp starts like this
             cut = self._collector(s, now)
             if cut is None:
                 break
             s = cut
             if not s:
-                return []
-        if rank is not None:
-            return self._as_rank(rank, s, s[0], now, extra or {})
-        return self._tb_then_parse(s, s[0], now, extra)
+                break
+        return s, extra, rank
 
     def _tb_then_parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
+        tb = self._tb
+        self._cur = s
+        if tb is None:  # nearly always
+            return self._parse(s, c, now, extra)
         out: list[Event] = []
-        tb, deferred = self._tb, False
+        deferred = False
         if tb is not None:
             structured = self._structured(s)
             if structured and tb.key is not None:
@@ -156,7 +183,7 @@ class LogParser(Dating):
                 if verdict is False:
                     out.append(self._tb_event(tb))
                     self._tb = None
-        self._took, self._cur = False, s
+        self._took = False
         out += self._parse(s, c, now, extra)
         if deferred and self._tb is tb and tb is not None and not self._took and tb.offer(s, True) is False:
             out.insert(0, self._tb_event(tb))
@@ -174,8 +201,15 @@ class LogParser(Dating):
     def _structured(self, s: str) -> bool:
         c = s[0]
         if c == "[":
-            return bool(heads.SGLANG.match(s) or heads.GLOG.match(s))
+            return bool(
+                heads.SGLANG.match(s)
+                or heads.GLOG.match(s)
+                or heads.RANK_ONLY.match(s)
+                or heads.BRACKET_MD.match(s)
+            )
         if looks_like_bar(s):
+            return True
+        if c.isupper() and (heads.GLOG_BARE.match(s) or heads.PYLOG.match(s)):
             return True
         return bool(
             heads.DATED.match(s) or heads.VLLM.match(s) or heads.UVICORN.match(s) or heads.NCCL.match(s)
@@ -195,7 +229,11 @@ class LogParser(Dating):
                             int(g[3]), int(g[4]), int(g[5]), fr, self.last_ts, self._base(now)
                         )
                     rank = g[7].strip() or self.default_rank
-                    self._saw("sglang", ts, bool(g[7]))
+                    self.head = "sglang"  # (inline: the most common line of all)
+                    if ts is not None:
+                        self.head_time = True
+                    if g[7]:
+                        self.head_rank = True
                     return self._message(self._ts(ts, now), s[m.end() :], rank, None, extra)
                 m = heads.BRACKET_MD.match(s)
                 if m:
@@ -230,7 +268,8 @@ class LogParser(Dating):
                 self._saw("nccl", None, False)
                 return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
         if c.isupper():
-            m = heads.VLLM.match(s)
+            lvl = s[:4]
+            m = heads.VLLM.match(s) if lvl in _LEVEL_HEADS else None
             if m:
                 g = m.groups()
                 ts = self._no_year(int(g[1]), int(g[2]), g[3:6], g[6], now)
@@ -242,14 +281,14 @@ class LogParser(Dating):
                 m = heads.GLOG_BARE.match(s)
                 if m:
                     return [self._glog(m, s, now, extra, bare=True)]
-            m = heads.PYLOG.match(s)
+            m = heads.PYLOG.match(s) if lvl in _LEVEL_HEADS and s[5:6] != " " else None
             if m:
                 self._saw("pylog", None, False)
                 extra = {**(extra or {}), "logger": m.group(2)[:128]}
                 return self._message(
                     self._ts(None, now), s[m.end() :], self.default_rank, heads.LEVELS[m.group(1)], extra
                 )
-            m = heads.UVICORN.match(s)
+            m = heads.UVICORN.match(s) if lvl in _LEVEL_HEADS else None
             if m:
                 self._saw("uvicorn", None, False)
                 return self._uvicorn(s, m.end(), heads.LEVELS[m.group(1)], now, extra)
@@ -262,14 +301,13 @@ class LogParser(Dating):
     def _message(
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
     ) -> list[Event]:
+        # a traceback logged line by line behind the very same header (vLLM's formatter repeats the record's
+        # header on each of its lines) belongs together
         tb = self._tb
-        # the header in front of ``msg``: a traceback logged line by line behind the very same header (vLLM's
-        # formatter repeats the record's header on each of its lines) belongs together
-        head = self._cur[: len(self._cur) - len(msg)] if self.head is not None else None
         if (
             tb is not None
             and tb.key is not None
-            and tb.key == (head, rank)
+            and tb.key == (self._head_of(msg), rank)
             and (tb.prefixed or msg[:1] in " \t")
             and tb.offer(msg, False)
         ):
@@ -306,10 +344,15 @@ class LogParser(Dating):
         if msg.endswith(_TB_SUFFIX):
             if self._tb is not None:
                 out.append(self._tb_event(self._tb))
+            head = self._head_of(msg)
             self._tb = Traceback(ts, rank, key=(head, rank) if head else None)
             self.tracebacks_opened += 1
             self._tb.add(_TB_SUFFIX)
         return out
+
+    def _head_of(self, msg: str) -> str | None:
+        """The header in front of ``msg`` in the line being parsed (None when the line had none)."""
+        return self._cur[: len(self._cur) - len(msg)] if self.head is not None else None
 
     def _glog(
         self, m: re.Match[str], s: str, now: float | None, extra: Fields | None, bare: bool = False
@@ -377,6 +420,10 @@ class LogParser(Dating):
         if bar.rest.strip():
             out += self._line(bar.rest, now)
         return out
+
+
+# the first four characters of a line that starts with a level word (vLLM, uvicorn, Python logging)
+_LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT"))
 
 
 def _guess(msg: str) -> str:
