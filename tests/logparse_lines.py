@@ -527,6 +527,15 @@ REAL_LINES: list[tuple[str, str, str, str | None, str | None, dict[str, Any]]] =
         "2025-03-27 17:04:16.182548",
         {"from_self": True, "global_rank": 0, "enqueued": 2, "completed": 1},
     ),
+    (  # Ray's own C++ log format (raylet)
+        "https://github.com/hiyouga/EasyR1/issues/185",
+        "(raylet) [2025-04-02 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / "
+        "actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons",
+        "raw",
+        None,
+        "2025-04-02 15:02:00.117",
+        {"pid": 135782, "process": "raylet"},
+    ),
     (  # Ray's colour codes, their escape byte turned into U+FFFD on the way into the report
         "https://github.com/vllm-project/vllm/issues/6775",
         "(RayWorkerWrapper pid=24271) ERROR 07-25 07:05:40 worker_base.py:382] Error executing method init_device. "

@@ -1,6 +1,6 @@
-"""Dating a line: the header's time (with or without a date, a year, a zone), a collector's stamp in front of
-it, and what ``parse-log --stats`` learns about the header from the parser. ``LogParser``'s base: the state
-here is only the clock and the last time seen."""
+"""The front of a line: the wrappers and collectors' stamps in front of the engine's header, the header's time
+(with or without a date, a year, a zone), and what ``parse-log --stats`` learns about the header from the
+parser. ``LogParser``'s base: the state here is only the clock, the last time seen and the header just read."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 from . import heads
 from .clock import LocalClock, zoned
+from .progress import looks_like_bar
+from .values import Fields
 
 
 class Dating:
@@ -26,6 +28,7 @@ class Dating:
         self.head: str | None = None
         self.head_time = False
         self.head_rank = False
+        self._cur = ""  # the line being parsed, wrappers removed
 
     def _ts(self, ts: float | None, now: float | None) -> float:
         if ts is not None:
@@ -66,6 +69,56 @@ class Dating:
         if self.base_date is not None:
             return self.base_date
         return self.clock.local_date(now) if now is not None else None
+
+    def _unwrap(self, s: str, now: float | None) -> tuple[str, Fields | None, str | None]:
+        """Wrappers nest: compose | collector stamp | Ray actor | the engine's own header. Returns the line
+        without them, what they said (pid, process, host, ...) and the rank a vLLM worker's wrapper names."""
+        extra: Fields | None = None
+        rank: str | None = None
+        for _ in range(4):
+            if heads.wrapped(s):
+                w = heads.unwrap(s)
+                if w.text is not s:
+                    extra = {**extra, **w.fields} if extra else w.fields
+                    if w.fields and self.head is None:
+                        self.head = "wrapper"
+                    if w.rank is not None or "global_rank" in w.fields or tagged(w.fields.get("process")):
+                        self.head_rank = True
+                        rank = w.rank or rank
+                    s = w.text
+                    if not s:
+                        return s, extra, rank
+            c = s[0]
+            if not (c.isdigit() or (c == "[" and s[11:12] == "T") or (c.isupper() and s[3:4] == " ")):
+                break  # no collector's stamp starts like this
+            cut = self._collector(s, now)
+            if cut is None:
+                break
+            s = cut
+            if not s:
+                break
+        return s, extra, rank
+
+    def _structured(self, s: str) -> bool:
+        c = s[0]
+        if c == "[":
+            return bool(
+                heads.SGLANG.match(s)
+                or heads.GLOG.match(s)
+                or heads.RANK_ONLY.match(s)
+                or heads.BRACKET_MD.match(s)
+            )
+        if looks_like_bar(s):
+            return True
+        if c.isupper() and (heads.GLOG_BARE.match(s) or heads.PYLOG.match(s)):
+            return True
+        return bool(
+            heads.DATED.match(s) or heads.VLLM.match(s) or heads.UVICORN.match(s) or heads.NCCL.match(s)
+        )
+
+    def _head_of(self, msg: str) -> str | None:
+        """The header in front of ``msg`` in the line being parsed (None when the line had none)."""
+        return self._cur[: len(self._cur) - len(msg)] if self.head is not None else None
 
     def _collector(self, s: str, now: float | None) -> str | None:
         """A log collector's time stamp in front of the line (docker/kubectl/podman ``--timestamps``, CRI log

@@ -17,6 +17,10 @@ from .values import Fields
 SGLANG = re.compile(
     r"\[(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]{0,10}\d{1,5}){0,8})\] ?"
 )
+# Ray's own C++ log lines (raylet, GCS): [2025-04-02 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: msg
+RAY_CPP = re.compile(
+    r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)[.,](\d{1,6}) ([IWEF]) (\d{1,10}) \d{1,10}\] ?"
+)
 # [TP3] msg / [DP0 TP1] msg: rank tags without a time
 RANK_ONLY = re.compile(r"\[((?:[A-Z][A-Z_]{0,10}\d{1,5} ?){1,8})\] ")
 # [12-11 17:47:40] msg: a month-day time in brackets (diffusion/omni forks of vLLM)

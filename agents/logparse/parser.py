@@ -15,7 +15,7 @@ from agents.wire import Event
 
 from . import heads
 from .config import config_fields, is_config_dump
-from .dating import Dating, tagged
+from .dating import Dating
 from .progress import Bar, looks_like_bar, parse_bar
 from .sglang import sglang_message
 from .torch_nccl import TORCH_STARTS, glog_severity, mismatch_fields, nccl_message, torch_message
@@ -47,7 +47,6 @@ class LogParser(Dating):
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
         self._took = False  # the line being parsed went into the open traceback
-        self._cur = ""  # the line being parsed, wrappers removed
 
     @property
     def pending(self) -> bool:
@@ -136,35 +135,6 @@ class LogParser(Dating):
             return self._tb_then_parse(s, s[0], now, extra)
         return self._tb_then_parse(s, c, now, None)
 
-    def _unwrap(self, s: str, now: float | None) -> tuple[str, Fields | None, str | None]:
-        """Wrappers nest: compose | collector stamp | Ray actor | the engine's own header. Returns the line
-        without them, what they said (pid, process, host, ...) and the rank a vLLM worker's wrapper names."""
-        extra: Fields | None = None
-        rank: str | None = None
-        for _ in range(4):
-            if heads.wrapped(s):
-                w = heads.unwrap(s)
-                if w.text is not s:
-                    extra = {**extra, **w.fields} if extra else w.fields
-                    if w.fields and self.head is None:
-                        self.head = "wrapper"
-                    if w.rank is not None or "global_rank" in w.fields or tagged(w.fields.get("process")):
-                        self.head_rank = True
-                        rank = w.rank or rank
-                    s = w.text
-                    if not s:
-                        return s, extra, rank
-            c = s[0]
-            if not (c.isdigit() or (c == "[" and s[11:12] == "T") or (c.isupper() and s[3:4] == " ")):
-                break  # no collector's stamp starts like this
-            cut = self._collector(s, now)
-            if cut is None:
-                break
-            s = cut
-            if not s:
-                break
-        return s, extra, rank
-
     def _tb_then_parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
         tb = self._tb
         self._cur = s
@@ -198,23 +168,6 @@ class LogParser(Dating):
         finally:
             self.default_rank = saved
 
-    def _structured(self, s: str) -> bool:
-        c = s[0]
-        if c == "[":
-            return bool(
-                heads.SGLANG.match(s)
-                or heads.GLOG.match(s)
-                or heads.RANK_ONLY.match(s)
-                or heads.BRACKET_MD.match(s)
-            )
-        if looks_like_bar(s):
-            return True
-        if c.isupper() and (heads.GLOG_BARE.match(s) or heads.PYLOG.match(s)):
-            return True
-        return bool(
-            heads.DATED.match(s) or heads.VLLM.match(s) or heads.UVICORN.match(s) or heads.NCCL.match(s)
-        )
-
     def _parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
         if c == "[":
             if s[1:2].isdigit():
@@ -235,6 +188,14 @@ class LogParser(Dating):
                     if g[7]:
                         self.head_rank = True
                     return self._message(self._ts(ts, now), s[m.end() :], rank, None, extra)
+                m = heads.RAY_CPP.match(s)
+                if m:
+                    g = m.groups()
+                    ts = self._dated(s[1:20], g, heads.frac(g[6]))
+                    self._saw("ray", ts, False)
+                    extra = {**(extra or {}), "pid": int(g[8])}
+                    sev = glog_severity(g[7])
+                    return self._message(self._ts(ts, now), s[m.end() :], self.default_rank, sev, extra)
                 m = heads.BRACKET_MD.match(s)
                 if m:
                     g = m.groups()
@@ -254,12 +215,12 @@ class LogParser(Dating):
             if m:
                 g = m.groups()
                 ts = self._dated(s[:19], g, heads.frac(g[7]), 4)
-                rank = g[12].strip() if g[12] else self.default_rank  # a paste that lost the "[" of SGLang's
-                self._saw("dated", ts, bool(g[12]))
+                tags: str | None = g[12].strip() if g[12] else None  # a paste that lost SGLang's "["
+                self._saw("dated", ts, tags is not None)
                 level = heads.LEVELS.get((g[9] or g[10] or "").upper())
                 if g[11]:
                     extra = {**(extra or {}), "pid": int(g[11])}
-                return self._message(self._ts(ts, now), s[m.end() :], rank, level, extra)
+                return self._message(self._ts(ts, now), s[m.end() :], tags or self.default_rank, level, extra)
         if " NCCL " in s[:300]:
             m = heads.NCCL.match(s)
             if m:
@@ -349,10 +310,6 @@ class LogParser(Dating):
             self.tracebacks_opened += 1
             self._tb.add(_TB_SUFFIX)
         return out
-
-    def _head_of(self, msg: str) -> str | None:
-        """The header in front of ``msg`` in the line being parsed (None when the line had none)."""
-        return self._cur[: len(self._cur) - len(msg)] if self.head is not None else None
 
     def _glog(
         self, m: re.Match[str], s: str, now: float | None, extra: Fields | None, bare: bool = False

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 HEAD_SPAN = 100  # a header lies within the first characters of a line
 # a time of day, not a tqdm elapsed/remaining pair ("[01:02:03<00:10")
-_TIME = re.compile(r"(?<![\d:])\d{1,2}:\d\d:\d\d(?:[.,]\d{1,9})?(?![\d<:])")
+_TIME = re.compile(r"(?<![\d:<])\d{1,2}:\d\d:\d\d(?:[.,]\d{1,9})?(?![\d<:])")
 _LEVEL = re.compile(r"[\s\W]{0,8}(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 _GLOG = re.compile(r"(?:\[rank\d{1,7}\]:)?\[?[IWEF](?:\d{4}| )[^\]]{0,80}\.(?:cpp|cc|h|py):\d{1,7}\]")
 # a rank tag where a header puts one: [rank3], [... TP3], (Worker_TP3 pid=1), (VllmWorker rank=3 ...)
