@@ -327,9 +327,9 @@ def test_an_unprefixed_traceback_at_the_end_of_a_log_is_flushed() -> None:
 
 def test_undated_lines_take_the_last_timestamp_or_the_live_read_time() -> None:
     p = LogParser(source="log:/var/log/sglang.log")
-    (ev,) = p.feed("gpu1:1:1 [0] NCCL INFO cudaDriverVersion 12040")
-    assert ev.ts == 0.0 and ev.source == "log:/var/log/sglang.log"  # nothing known: no invented time
-    p.feed("[2025-02-07 02:00:00 TP1] Load weight begin. avail mem=10.00 GB")
+    assert p.feed("gpu1:1:1 [0] NCCL INFO cudaDriverVersion 12040") == []  # waits for the log's first time
+    ev, _ = p.feed("[2025-02-07 02:00:00 TP1] Load weight begin. avail mem=10.00 GB")
+    assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00")) and ev.source == "log:/var/log/sglang.log"
     (ev,) = p.feed("some unknown line")
     assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00")) and ev.kind == "raw"
     # read live, five minutes after the last dated line: an unprefixed traceback happened now, not back then
@@ -341,6 +341,20 @@ def test_undated_lines_take_the_last_timestamp_or_the_live_read_time() -> None:
     # a read time behind the log's own clock (a skewed host) never moves events back in time
     (ev,) = p.feed("another unknown line", now=utc("2025-02-07 01:00:00"))
     assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00"))
+
+
+def test_lines_before_the_first_time_are_never_dated_1970() -> None:
+    # https://github.com/sgl-project/sglang/issues/12076 (first two lines verbatim): a py-spy dump pasted first
+    head = ['Thread 12816 (idle): "Thread-10 (watchdog_thread)"', "    select (selectors.py:415)"]
+    events = parse_lines(
+        [*head, "[2025-10-24 03:10:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300)"]
+    )
+    assert [e.ts for e in events] == [utc("2025-10-24 03:10:00")] * 3
+    # a log with no time at all: dated by its reference when it is flushed, or left at 0 with none
+    assert {e.ts for e in parse_lines(head, base_date=date(2025, 10, 24))} == {utc("2025-10-24 12:00:00")}
+    assert {e.ts for e in parse_lines(head, year=2025)} == {utc("2025-01-01 12:00:00")}
+    p = LogParser()
+    assert p.feed(head[0]) == [] and p.pending and [e.ts for e in p.flush()] == [0.0] and not p.pending
 
 
 def test_unknown_lines_are_raw_with_a_guessed_severity() -> None:

@@ -65,6 +65,13 @@ class Dating:
         self.head_time = self.head_time or ts is not None
         self.head_rank = self.head_rank or rank
 
+    def _reference_ts(self) -> float | None:
+        """Noon of the reference date (or 1 January of the caller's year): for lines of a log with no time."""
+        if self.last_ts is not None:
+            return self.last_ts
+        day = self.base_date or (date(self.year, 1, 1) if self.year is not None else None)
+        return self.clock.epoch(day.year, day.month, day.day, 12, 0, 0) if day is not None else None
+
     def _base(self, now: float | None) -> date | None:
         if self.base_date is not None:
             return self.base_date

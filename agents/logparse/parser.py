@@ -46,12 +46,14 @@ class LogParser(Dating):
         # how many tracebacks have started: a tailer compares it around feed() to learn that a line opened
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
+        self._held: list[Event] = []  # events of lines before the first time seen (replaying a file)
         self._took = False  # the line being parsed went into the open traceback
 
     @property
     def pending(self) -> bool:
-        """True while a traceback is open: call ``flush()`` once the source has gone quiet."""
-        return self._tb is not None
+        """True while a traceback is open (or lines wait for the log's first time): call ``flush()`` once the
+        source has gone quiet."""
+        return self._tb is not None or bool(self._held)
 
     def feed(self, line: str, now: float | None = None) -> list[Event]:
         """Parse one line (a trailing newline is ignored; ``\\r`` separates tqdm updates).
@@ -62,6 +64,7 @@ class LogParser(Dating):
         self.head = None
         self.head_time = False
         self.head_rank = False
+        unknown = self.last_ts is None and now is None  # no time known yet: what this line says waits
         try:
             if "\x00" in line:  # PostgreSQL text cannot hold NUL; binary garbage must not poison a batch
                 line = line.replace("\x00", "")
@@ -69,8 +72,11 @@ class LogParser(Dating):
                 out: list[Event] = []
                 for part in line.split("\r"):
                     out += self._line(part.rstrip("\n"), now)
-                return out
-            return self._line(line.rstrip("\n"), now)
+            else:
+                out = self._line(line.rstrip("\n"), now)
+            if unknown or self._held:
+                return self._hold(out, self.last_ts if self.last_ts is not None else now)
+            return out
         except Exception as exc:  # a parser bug must cost one line, never the agent
             return [
                 self._make(
@@ -85,7 +91,28 @@ class LogParser(Dating):
 
     def flush(self) -> list[Event]:
         tb, self._tb = self._tb, None
-        return [self._tb_event(tb)] if tb is not None else []
+        out = [self._tb_event(tb)] if tb is not None else []
+        if self._held or self.last_ts is None:
+            self._held += out
+            out = self._release(self._reference_ts())
+        return out
+
+    def _hold(self, events: list[Event], ts: float | None) -> list[Event]:
+        """Lines before the log's first time (a py-spy dump, a traceback, a bar at the top of a pasted excerpt)
+        wait for it rather than being dated 1970; a log with no time at all is released on flush, dated by
+        its reference (the file's date, the caller's year), or when too many are waiting."""
+        self._held += events
+        if ts is not None:
+            return self._release(ts)
+        return self._release(self._reference_ts()) if len(self._held) > _MAX_HELD else []
+
+    def _release(self, ts: float | None) -> list[Event]:
+        held, self._held = self._held, []
+        if ts is not None:
+            for e in held:
+                if e.ts < ts:
+                    e.ts = ts
+        return held
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -348,6 +375,7 @@ class LogParser(Dating):
         return self._message(ts, msg, self.default_rank, level, extra)
 
     def _bar(self, bar: Bar, s: str, now: float | None, extra: Fields | None) -> list[Event]:
+        known = self.last_ts is not None or now is not None  # else the bar's clock is all there is
         base = self.last_ts if self.last_ts is not None else (now if now is not None else 0.0)
         start, prev = self._bars.get(bar.desc, (base, -1.0))
         el = bar.elapsed_s
@@ -366,7 +394,7 @@ class LogParser(Dating):
                 bar.fields.setdefault(k, v)
         out = [
             self._make(
-                self._ts(ts, now),
+                self._ts(ts, now) if known else ts,
                 bar.kind,
                 "info",
                 s[: len(s) - len(bar.rest)],
@@ -379,6 +407,7 @@ class LogParser(Dating):
         return out
 
 
+_MAX_HELD = 10_000
 # the first four characters of a line that starts with a level word (vLLM, uvicorn, Python logging)
 _LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT"))
 
