@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from tests.logparse_lines import utc
-from tests.support import cli
+from tests.support import ROOT, cli
 
 LOG = (
     "[2025-06-26 09:47:18 DP0 TP0] Load weight begin. avail mem=137.20 GB\n"
@@ -87,3 +87,11 @@ def test_parse_log_dates_year_less_lines_from_the_file_then_year_then_mtime(tmp_
     assert first_ts("--year", "2023") == utc("2023-12-31 23:59:30")  # a dated line in the file beats them
     bad = cli("parse-log", "--year", "70", str(log), check=False)
     assert bad.returncode == 2 and "not a year" in bad.stderr
+
+
+def test_the_real_log_corpus_is_recognised_at_98_percent_or_more() -> None:
+    # the goal, held by CI: the header lines of every excerpt in tests/corpus/, time, rank and kind
+    logs = sorted(str(p) for p in (ROOT / "tests" / "corpus").rglob("*.log"))
+    assert len(logs) >= 50
+    total = json.loads(cli("parse-log", "--stats", "--json", *logs).stdout)["total"]
+    assert total["header_lines"] >= 400 and total["share"] >= 0.98, total
