@@ -18,7 +18,13 @@ demo: setup
 	$(VENV)/bin/specwatch demo --data-dir data/demo
 
 # Installs what the tests need (PostgreSQL running, Debian's Chromium, promtool), then the whole suite.
-test: setup
+# The real torch.distributed jobs (tests/test_torch_jobs.py) need the CPU build of PyTorch: pinned, it is the
+# wheel on this kind of machine's disk, never a CUDA build from the index.
+$(VENV)/.torch: $(VENV)/.installed
+	$(PY) -m pip install -q torch==2.13.0
+	touch $@
+
+test: setup $(VENV)/.torch
 	bash scripts/test-deps.sh
 	$(PY) -m pytest
 
