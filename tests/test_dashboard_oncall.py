@@ -124,7 +124,9 @@ def test_launch_first_screen_at_1440x900(site: Site, wide: Any) -> None:  # noqa
         ".map(e => e.textContent)"
     )
     assert cut == []
-    assert re.fullmatch(r"GPU 3 · pid \d+", wide.locator('.rank-row[data-rank="TP11"] .sub').first.inner_text())
+    assert re.fullmatch(
+        r"GPU 3 · pid \d+", wide.locator('.rank-row[data-rank="TP11"] .sub').first.inner_text()
+    )
 
     # memory is drawn dashed in a colour of its own; the legend says so
     dashed = wide.evaluate(
