@@ -106,8 +106,8 @@ def assign(
     if current is None:
         if start is None:
             return None
-        engine = next((p.engine for p in batch.processes if p.engine != "unknown"), None)
-        engine = engine or _engine_from_log(batch) or "unknown"
+        from_procs = next((p.engine for p in batch.processes if p.engine != "unknown"), None)
+        engine = from_procs or _engine_from_log(batch) or "unknown"
         launch = L(deployment_id=dep_id, started_at=start, last_seen=now, engine=engine, status="starting")
         session.add(launch)
         session.flush()

@@ -115,5 +115,5 @@ def gpu_ranks(session: Session) -> dict[str, str]:
     ).all()
     for host_id, pid, label in rows:
         for uuid in on_gpu.get((host_id, pid), []):
-            out[uuid] = label
+            out[uuid] = str(label)
     return out

@@ -109,6 +109,10 @@ def _reason(exc: Exception) -> str:
     return text.splitlines()[0][:200]
 
 
+def _count(n: int, what: str, plural: str = "s") -> str:
+    return f"{n} {what}{'' if n == 1 else plural}"
+
+
 def culprit_line(inc: dict[str, Any]) -> str:
     """``culprit TP3 on gpu-node-03 · GPU 3 (GPU-…) · pid 61148``"""
     at = inc.get("culprit_at") or {}
@@ -167,7 +171,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     launches = [x for x in api.get("/api/v1/launches", limit=200) if x.get("ended_at") is None]
     incidents = api.get("/api/v1/incidents", status="open", limit=200)
     names = {x["id"]: x["deployment"] for x in launches}
-    out = [f"specwatch at {api.url}: {len(launches)} running launch(es), {len(incidents)} open incident(s)"]
+    out = [
+        f"specwatch at {api.url}: {_count(len(launches), 'running launch', 'es')}, "
+        f"{_count(len(incidents), 'open incident')}"
+    ]
     if launches:
         out.append("")
         for launch in launches:

@@ -58,7 +58,10 @@ def test_webhook_and_metrics_name_the_culprits_host_gpu_and_pid(site: Site) -> N
     try:
         with session_factory(engine)() as s:
             inc = s.get(Incident, site.incident_id)
-            change = s.execute(select(IncidentChange).where(IncidentChange.incident_id == inc.id)).scalar()
+            assert inc is not None
+            change = s.execute(
+                select(IncidentChange).where(IncidentChange.incident_id == site.incident_id)
+            ).scalar_one()
             at = snapshot(s, inc, change)["culprit_at"]
     finally:
         engine.dispose()
@@ -195,3 +198,12 @@ def test_sixteen_ranks_group_by_the_engines_outer_dimension(site: Site, wide: An
     wide.goto(site.url + "/launches/1")
     _rows_drawn(wide)
     assert wide.locator(".host-label").all_inner_texts() == ["gpu-node-01 · PP0", "gpu-node-01 · PP1"]
+
+
+def test_settings_shows_when_each_agent_token_was_last_used(site: Site, wide: Any) -> None:  # noqa: F811
+    tokens = httpx.get(site.url + "/api/v1/tokens", timeout=30).json()
+    used = {t["host"]: t["last_used_at"] for t in tokens if t.get("revoked_at") is None}
+    assert used["gpu-node-01"] is not None  # the fixture's batches used it
+    wide.goto(site.url + "/settings")
+    row = wide.locator("#tokens tr", has_text="gpu-node-01").first
+    assert "ago" in row.inner_text() or "just now" in row.inner_text()

@@ -38,7 +38,7 @@ def test_a_log_only_agent_shows_ranks_and_engine_on_the_overview(tmp_path: Path)
     agent = subprocess.Popen(
         [sys.executable, "-m", "app", "agent", "--server", server.base_url, "--host", "login-01",
          "--deployment", "kimi-k25-eagle3", "--log", str(log), "--sources", "logs",
-         "--spool", str(tmp_path / "spool"), "--duration", "60", "--batch-interval", "0.5"],
+         "--spool", str(tmp_path / "spool"), "--duration", "60"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "SPECWATCH_TOKEN": token},
         stdout=subprocess.DEVNULL,
@@ -47,6 +47,7 @@ def test_a_log_only_agent_shows_ranks_and_engine_on_the_overview(tmp_path: Path)
     try:
 
         def counted() -> dict[str, object] | None:
+            assert agent.poll() in (None, 0), f"the agent exited with {agent.returncode}"
             page = httpx.get(server.base_url + "/", timeout=10).text
             row = (
                 page.split("kimi-k25-eagle3", 1)[1].split("</tr>", 1)[0] if "kimi-k25-eagle3" in page else ""

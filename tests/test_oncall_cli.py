@@ -4,6 +4,7 @@ with token auth, fed over HTTP, read by the real CLI process with a user token."
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     agent = cli("token", "create", "--host", "gpu-node-02", "--database-url", db_url).stdout.strip()
     user = cli("user", "add", "oncall", "--database-url", db_url).stdout.strip().split()[-1]
     server = ServerProcess(db_url, env={"SPECWATCH_AUTH": "token"}).start()
+    # `specwatch serve` says first where it listens and which database it uses
+    assert f"serving {server.base_url}/ · database {db_url}" in server.output()
     now = time.time()
     plan = ld.LaunchPlan("gpu-node-02", [f"TP{i}" for i in range(8, 16)], now - 200, stuck="TP11")
     _ingest(server, agent, ld.batches(plan, now, every_s=20))
@@ -49,7 +52,7 @@ def test_status_names_the_culprit_and_where_it_runs(served: tuple[ServerProcess,
     r = wait_for("status to name TP11's host and GPU", shown, timeout=60, every=1)
     out = r.stdout
     assert r.returncode == 1, out  # an incident is open
-    assert "1 running launch(es), 1 open incident(s)" in out
+    assert re.search(r"1 running launch, [12] open incidents?\n", out), out
     assert "kimi-k25-eagle3 launch #1 · sglang" in out and "GPU 3" in out
     assert "suspected_deadlock" in out and "look inside: ssh gpu-node-02 sudo py-spy dump --pid" in out
 
@@ -59,10 +62,12 @@ def test_incidents_json_and_open_filter(served: tuple[ServerProcess, str]) -> No
     r = _cli(server, "incidents", "--open", "--json", token=user)
     assert r.returncode == 0, r.stderr
     incidents = json.loads(r.stdout)
-    assert [i["culprit"] for i in incidents] == ["TP11"]
-    assert incidents[0]["culprit_at"]["host"] == "gpu-node-02"
+    # the test's incident names TP11; the detector may have opened its own on the stuck launch meanwhile
+    assert all(i["status"] == "open" for i in incidents)
+    (named,) = [i for i in incidents if i["culprit"] == "TP11"]
+    assert named["culprit_at"]["host"] == "gpu-node-02" and named["culprit_at"]["gpus"][0]["index"] == 3
     text = _cli(server, "incidents", token=user)
-    assert text.returncode == 0 and text.stdout.startswith("#1 suspected_deadlock [open")
+    assert text.returncode == 0 and f"#{named['id']} suspected_deadlock [open" in text.stdout
 
 
 def test_refused_token_and_unreachable_server_are_one_sentence_and_an_exit_code(
