@@ -84,7 +84,7 @@ def main() -> int:
                 print(target)
             browser.close()
     finally:
-        demo.send_signal(signal.SIGINT)
+        demo.send_signal(signal.SIGTERM)
         try:
             demo.wait(timeout=20)
         except subprocess.TimeoutExpired:
