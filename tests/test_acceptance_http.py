@@ -117,7 +117,7 @@ def test_acceptance_panel_in_chromium(server: ServerProcess, make_token, tmp_pat
             panel = page.locator('#acceptance-diagnosis [data-cause="draft_checkpoint"]')
             panel.wait_for(state="visible", timeout=30_000)
             assert "midlayer" in panel.inner_text()
-            badge = page.locator('#acceptance-diagnosis .sw-preflight [data-code="dropped_keys"] .sw-badge')
-            assert badge.inner_text() == "ERROR"  # styled by app.css on the page
+            styled = page.locator('#acceptance-diagnosis .sw-preflight [data-code="dropped_keys"] .sw-badge')
+            assert styled.inner_text() == "ERROR"  # styled by app.css on the page
         finally:
             browser.close()

@@ -102,5 +102,5 @@ def test_sigterm_stops_the_demo_and_its_agents_like_ctrl_c(tmp_path: Path) -> No
             proc.kill()
     assert proc.returncode == 0, out
     assert "stopping the agents" in out
-    gone, alive = psutil.wait_procs(agents, timeout=5)
+    _, alive = psutil.wait_procs(agents, timeout=5)
     assert alive == [] and _agents_of(data_dir) == []
