@@ -202,7 +202,7 @@ def list_incidents(
             stmt = stmt.where(inc.launch_id == launch_id)
         # where the culprit is (host, GPUs, pid): what `specwatch incidents` and a script need to act on it
         return [
-            {**incident_dict(i), "culprit_at": rank_location(s, i.launch_id, i.culprit)}
+            {**incident_dict(i), "culprit_location": rank_location(s, i.launch_id, i.culprit)}
             for i in s.execute(stmt).scalars().all()
         ]
 

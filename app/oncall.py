@@ -115,7 +115,7 @@ def _count(n: int, what: str, plural: str = "s") -> str:
 
 def culprit_line(inc: dict[str, Any]) -> str:
     """``culprit TP3 on gpu-node-03 · GPU 3 (GPU-…) · pid 61148``"""
-    at = inc.get("culprit_at") or {}
+    at = inc.get("culprit_location") or {}
     if not inc.get("culprit"):
         return "no single culprit; ranks " + (", ".join(inc.get("ranks") or []) or "—")
     parts = [f"culprit {inc['culprit']} on {at.get('host') or inc.get('host') or 'an unreported host'}"]
@@ -128,7 +128,7 @@ def culprit_line(inc: dict[str, Any]) -> str:
 
 def incident_lines(inc: dict[str, Any], now: float) -> list[str]:
     where = f"{inc.get('deployment') or '?'} launch #{inc.get('launch_id')}" if inc.get("launch_id") else "—"
-    at = inc.get("culprit_at") or {}
+    at = inc.get("culprit_location") or {}
     quiet = (
         f" · no progress for {duration(now - at['last_progress_at'])}"
         if inc.get("status") == "open" and at.get("last_progress_at")

@@ -62,7 +62,7 @@ def test_webhook_and_metrics_name_the_culprits_host_gpu_and_pid(site: Site) -> N
             change = s.execute(
                 select(IncidentChange).where(IncidentChange.incident_id == site.incident_id)
             ).scalar_one()
-            at = snapshot(s, inc, change)["culprit_at"]
+            at = snapshot(s, inc, change)["culprit_location"]
     finally:
         engine.dispose()
     assert at["rank"] == "TP11" and at["host"] == "gpu-node-02" and at["pid"] is not None

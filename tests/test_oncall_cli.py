@@ -65,7 +65,10 @@ def test_incidents_json_and_open_filter(served: tuple[ServerProcess, str]) -> No
     # the test's incident names TP11; the detector may have opened its own on the stuck launch meanwhile
     assert all(i["status"] == "open" for i in incidents)
     (named,) = [i for i in incidents if i["culprit"] == "TP11"]
-    assert named["culprit_at"]["host"] == "gpu-node-02" and named["culprit_at"]["gpus"][0]["index"] == 3
+    assert (
+        named["culprit_location"]["host"] == "gpu-node-02"
+        and named["culprit_location"]["gpus"][0]["index"] == 3
+    )
     text = _cli(server, "incidents", token=user)
     assert text.returncode == 0 and f"#{named['id']} suspected_deadlock [open" in text.stdout
 

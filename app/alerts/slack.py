@@ -31,7 +31,7 @@ def _incident_blocks(snap: dict[str, Any], public_url: str) -> list[dict[str, An
     lead = f"*Culprit: `{escape(str(culprit))}`*" if culprit else "*No single culprit*"
     if snap.get("host"):
         lead += f" on {escape(str(snap['host']))}"
-    at = snap.get("culprit_at") or {}
+    at = snap.get("culprit_location") or {}
     if at.get("pid") is not None:
         lead += f" ({escape(gpu_text(at)) + ', ' if at.get('gpus') else ''}pid {at['pid']})"
     if at.get("command"):

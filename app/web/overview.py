@@ -144,6 +144,10 @@ def open_incidents(session: Session, limit: int = 50) -> list[dict[str, Any]]:
         .limit(limit)
     ).all()
     return [
-        {**incident_dict(i), "deployment": dep, "culprit_at": rank_location(session, i.launch_id, i.culprit)}
+        {
+            **incident_dict(i),
+            "deployment": dep,
+            "culprit_location": rank_location(session, i.launch_id, i.culprit),
+        }
         for i, dep in rows
     ]
