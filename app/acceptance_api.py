@@ -6,12 +6,10 @@ draft preflight, the engine command line) and hands it to the pure ``app.accepta
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -34,12 +32,11 @@ CONTEXT_KINDS = ("load_end", "weights_warning", "draft_preflight")
 VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 SGLANG_ACCEPT_LEN = "sglang:spec_accept_length"
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-_env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 
 
 def sparkline(rows: list[list[Any]], width: int = 320, height: int = 48) -> dict[str, Any] | None:
-    """SVG polyline points for the panel (accept length over time, y from 1.0 to the series' max)."""
+    """SVG polyline points for the panel (accept length over time, y from 1.0 to the series' max), with what
+    its axes need: the y range's labels and the times at both ends."""
     pts = [(r[0], r[1]) for r in rows if r[1] is not None]
     if len(pts) < 2:
         return None
@@ -51,7 +48,16 @@ def sparkline(rows: list[list[Any]], width: int = 320, height: int = 48) -> dict
         return round(height - (v - 1.0) / (top - 1.0) * height, 1)
 
     points = " ".join(f"{round((t - t0) / span * width, 1)},{y(v)}" for t, v in pts)
-    return {"points": points, "width": width, "height": height, "top": top, "one_y": y(1.0)}
+    return {
+        "points": points,
+        "width": width,
+        "height": height,
+        "top": top,
+        "one_y": y(1.0),
+        "t0": t0,
+        "t1": t1,
+        "latest": pts[-1][1],
+    }
 
 
 def _num(v: Any) -> float | None:
@@ -190,5 +196,9 @@ def acceptance_panel(launch_id: int, request: Request, sessions: SessionsDep) ->
     """The acceptance panel as an HTML fragment (``hx-get`` it into the launch page)."""
     with sessions() as s:
         report = acceptance_report(s, launch_id)
-    html = _env.get_template("partials/acceptance.html").render(acc=report, spark=sparkline(report["series"]))
-    return HTMLResponse(html)
+    # the pages' own template environment: from a checkout and from an installed wheel alike
+    from app.web.pages import templates
+
+    return templates.TemplateResponse(
+        request, "partials/acceptance.html", {"acc": report, "spark": sparkline(report["series"])}
+    )

@@ -14,6 +14,7 @@ from agents import wire
 from app import models
 from app.bodies import JsonBodyRoute
 from app.ingest import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
+from app.locate import rank_location
 
 ingest_router = APIRouter(route_class=JsonBodyRoute)
 _ACK = TypeAdapter(wire.IngestAck)
@@ -199,7 +200,11 @@ def list_incidents(
             stmt = stmt.where(inc.status == status)
         if launch_id is not None:
             stmt = stmt.where(inc.launch_id == launch_id)
-        return [incident_dict(i) for i in s.execute(stmt).scalars().all()]
+        # where the culprit is (host, GPUs, pid): what `specwatch incidents` and a script need to act on it
+        return [
+            {**incident_dict(i), "culprit_location": rank_location(s, i.launch_id, i.culprit)}
+            for i in s.execute(stmt).scalars().all()
+        ]
 
 
 def get_sessions(request: Request) -> sessionmaker[Session]:

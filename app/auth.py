@@ -60,6 +60,28 @@ def verify_tokens(session: Session, tokens: Iterable[str]) -> dict[str, TokenInf
     return found
 
 
+# Settings shows when each agent token was last used; a minute is precise enough, and writing it on every
+# batch would add an UPDATE to every ingest transaction
+TOUCH_EVERY_S = 60.0
+
+
+class LastUsed:
+    """Writes tokens' ``last_used_at``, at most once per ``TOUCH_EVERY_S`` per token in this process."""
+
+    def __init__(self, every_s: float = TOUCH_EVERY_S) -> None:
+        self.every_s = every_s
+        self._written: dict[int, float] = {}
+
+    def touch(self, session: Session, token_ids: Iterable[int], now: float) -> int:
+        due = sorted({i for i in token_ids if now - self._written.get(i, float("-inf")) >= self.every_s})
+        if not due:
+            return 0
+        session.execute(update(AgentToken).where(AgentToken.id.in_(due)).values(last_used_at=now))
+        for i in due:
+            self._written[i] = now
+        return len(due)
+
+
 def verify_token(session: Session, token: str) -> TokenInfo | None:
     """The token's host, or None if unknown or revoked."""
     return verify_tokens(session, [token]).get(token)

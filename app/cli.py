@@ -23,10 +23,11 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agents.cli",
     "app.evaluate",
     "app.replay",
+    "app.oncall",
 )
 # Commands run where the server is not: their module alone is loaded (``specwatch agent`` on a GPU host must
 # not pay tens of MB and a second of start-up for the server's imports that other command modules pull in).
-STANDALONE: dict[str, str] = {"agent": "agents.cli"}
+STANDALONE: dict[str, str] = {"agent": "agents.cli", "status": "app.oncall", "incidents": "app.oncall"}
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

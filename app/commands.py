@@ -64,6 +64,24 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def serving_line(settings: Any, url: str) -> str:
+    """The one line `specwatch serve` prints first: where to point a browser and agents, and which database
+    (password hidden) it stores into, so a wrong SPECWATCH_DATABASE_URL shows before any data goes astray."""
+    from sqlalchemy.engine import make_url
+
+    shown = "0.0.0.0" if settings.host in ("", "0.0.0.0") else settings.host
+    host = "127.0.0.1" if shown == "0.0.0.0" else shown
+    where = f"http://{host}:{settings.port}/" + (f" (listening on {shown})" if shown != host else "")
+    db = make_url(url).render_as_string(hide_password=True)
+    return f"specwatch {_version()} serving {where} · database {db} · {settings.workers} worker(s)"
+
+
+def _version() -> str:
+    from app import __version__
+
+    return __version__
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -82,6 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "log_config": None,
     }
     sink = LogSink().install()
+    print(serving_line(settings, url), flush=True)
     jobs = None
     holder = None
     if settings.background and settings.jobs_process:

@@ -160,8 +160,12 @@ specwatch demo — open {base}/
     1:20  llama-405b-eagle3 on gpu-node-05/06 serves, but accept length is 1.00: the draft's weights
           were dropped at load, and a low_acceptance incident says so.
   Click any point on a rank's row to read that rank's log at that moment.
-  Agent logs: data dir/logs/. Ctrl-C stops everything.
+  Agent logs: data dir/logs/. Ctrl-C (or SIGTERM) stops everything.
 """
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def run_demo(settings: Settings, duration_s: float | None = None) -> int:
@@ -203,6 +207,9 @@ def run_demo(settings: Settings, duration_s: float | None = None) -> int:
     print(_banner(base), flush=True)
 
     agents = Agents(base, data_dir, tokens)
+    # `docker stop`, systemd and CI stop with SIGTERM, not Ctrl-C: the same orderly stop (agents first), or the
+    # agents (in their own sessions) would outlive the demo, re-parented to init and retrying forever
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     started = time.time()
     pending = list(ACTS)
     reported: set[str] = set()
@@ -220,7 +227,9 @@ def run_demo(settings: Settings, duration_s: float | None = None) -> int:
     except KeyboardInterrupt:
         print("\nstopping the agents and the server…", flush=True)
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stop short
         agents.stop()
         server.should_exit = True
         thread.join(timeout=10)
+        signal.signal(signal.SIGTERM, previous)
     return 0

@@ -96,6 +96,7 @@ class IngestWriter:
     def __init__(self, sessions: sessionmaker[Session], cache: IngestCache) -> None:
         self.sessions = sessions
         self.cache = cache
+        self.last_used = auth.LastUsed()
         self._queue: queue.SimpleQueue[IngestRequest | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -196,6 +197,8 @@ class IngestWriter:
             results = iter(store_batches(session, [(r.batch, r.now) for r in accepted], learnt))
             stored = [refused.get(i) or next(results) for i in range(len(group))]
             now = max((r.now for r in accepted), default=0.0)
+            if accepted:
+                self.last_used.touch(session, {known[r.token].id for r in accepted}, now)
             hosts = {
                 res.host_id for res in stored if isinstance(res, IngestResult) and res.host_id is not None
             }

@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from agents import wire
+from agents.logparse.engine import engine_of
 from app import models
 from app.db import insert_ignore
 
@@ -105,7 +106,8 @@ def assign(
     if current is None:
         if start is None:
             return None
-        engine = next((p.engine for p in batch.processes if p.engine != "unknown"), "unknown")
+        from_procs = next((p.engine for p in batch.processes if p.engine != "unknown"), None)
+        engine = from_procs or _engine_from_log(batch) or "unknown"
         launch = L(deployment_id=dep_id, started_at=start, last_seen=now, engine=engine, status="starting")
         session.add(launch)
         session.flush()
@@ -114,7 +116,20 @@ def assign(
     if now - current.last_seen >= LAUNCH_SEEN_EVERY_S:
         session.execute(update(L).where(L.id == current.id).values(last_seen=now))
         current.last_seen = now
+    named = _engine_from_log(batch)
+    if named is not None and current.id not in _NAMED:
+        # a launch followed only through its log: the first line that names the engine names the launch's
+        session.execute(update(L).where(L.id == current.id, L.engine == "unknown").values(engine=named))
+        _NAMED.add(current.id)
     return current.id
+
+
+# launches this process has already tried to name from the log: one UPDATE per launch, not one per batch
+_NAMED: set[int] = set()
+
+
+def _engine_from_log(batch: wire.IngestBatch) -> str | None:
+    return next((e for e in (engine_of(ev.kind, ev.fields) for ev in batch.events) if e), None)
 
 
 def _is_restart(session: Session, launch_id: int, host_id: int, new_procs: list[wire.ProcessSample]) -> bool:

@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 from app import __version__, models
 from app.detect.findings import INCIDENT_KINDS
 from app.ingest_queue import IngestWriter
+from app.locate import gpu_ranks, rank_location
 
 GPU_STALE_S = 600.0  # a GPU not sampled for this long is no longer exported (its host is gone or idle)
 ACCEPT_WINDOW_S = 900.0  # acceptance older than this is not "current"
@@ -66,7 +67,9 @@ def gpu_metrics(s: Session, now: float) -> Iterator[Metric]:
         # one index probe per GPU; unanalysed SQLite would otherwise scan every sample
         .with_hint(S, "INDEXED BY ix_gpu_samples_gpu_ts", "sqlite")
     ).all()
-    labels = ["host", "gpu", "uuid"]
+    # "rank": the running launch's rank holding the GPU ("" when none), so an alert on a GPU names the rank
+    labels = ["host", "gpu", "uuid", "rank"]
+    held_by = gpu_ranks(s)
     util = _gauge(
         "specwatch_gpu_utilization_ratio", "GPU busy fraction (NVML utilization.gpu / 100).", labels
     )
@@ -81,7 +84,7 @@ def gpu_metrics(s: Session, now: float) -> Iterator[Metric]:
         if uuid in seen:  # two samples with one timestamp: either is the latest
             continue
         seen.add(uuid)
-        lv = [host, str(index), uuid]
+        lv = [host, str(index), uuid, held_by.get(uuid, "")]
         if util_pct is not None:
             util.add_metric(lv, util_pct / 100.0)
         if mem_used is not None:
@@ -202,6 +205,31 @@ def incident_metrics(s: Session) -> Iterator[Metric]:
     for kind, n in counts.items():
         fam.add_metric([kind], float(n))
     yield fam
+    yield open_incident_metrics(s)
+
+
+def open_incident_metrics(s: Session) -> Metric:
+    """One series per open incident naming where to look, so a Prometheus alert can say which rank on which
+    host: ``specwatch_incident_open{deployment,launch,kind,culprit,host,gpu,incident}`` = opened-at time."""
+    I, L, D = models.Incident, models.Launch, models.Deployment  # noqa: E741
+    fam = _gauge(
+        "specwatch_incident_open",
+        "Each open incident, labelled with its deployment, kind and culprit (rank, host, GPU); value: opened at.",
+        ["deployment", "launch", "kind", "culprit", "host", "gpu", "incident"],
+    )
+    rows = s.execute(
+        select(I.id, I.kind, I.culprit, I.launch_id, I.opened_at, D.name)
+        .outerjoin(L, L.id == I.launch_id)
+        .outerjoin(D, D.id == L.deployment_id)
+        .where(I.status == "open")
+        .order_by(I.id)
+    ).all()
+    for inc_id, kind, culprit, launch_id, opened_at, dep in rows:
+        at = rank_location(s, launch_id, culprit) or {}
+        gpus = ",".join(str(g["index"]) for g in at.get("gpus") or [] if g.get("index") is not None)
+        lv = [dep or "", str(launch_id or ""), kind, culprit or "", at.get("host") or "", gpus, str(inc_id)]
+        fam.add_metric(lv, opened_at)
+    return fam
 
 
 def agent_metrics(s: Session) -> Iterator[Metric]:

@@ -7,7 +7,7 @@
   const cfgEl = document.getElementById("launch-config");
   if (!cfgEl || !window.uPlot) return;
   const cfg = JSON.parse(cfgEl.textContent);
-  const META_W = 190, ROW_H = 46, SYNC = uPlot.sync("sw-launch");
+  const META_W = 230, ROW_H = 46, SYNC = uPlot.sync("sw-launch");
   const PHASES = ["starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup",
     "ready", "serving", "stalled", "crashed", "exited"];
   const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
@@ -20,9 +20,17 @@
   };
   const utc = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
   const fmtTime = (ts) => new Date(ts * 1000).toISOString().slice(11, 19);
-  const fmtDur = (s) => s < 60 ? Math.round(s) + "s" : s < 3600 ? Math.floor(s / 60) + "m " + String(Math.round(s % 60)).padStart(2, "0") + "s" : Math.floor(s / 3600) + "h " + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
+  // the same rounding as the server's `duration` filter (whole seconds, floored): one number on one screen
+  const fmtDur = (x) => {
+    const s = Math.max(0, Math.floor(x));
+    return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m " + String(s % 60).padStart(2, "0") + "s" : Math.floor(s / 3600) + "h " + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
+  };
+  // quiet longer than this and the row says "no progress for", the definition the incident banner uses
+  const QUIET_S = 10;
+  const MOVING = new Set(["ready", "serving", "exited", "crashed"]);
 
   // --- state -------------------------------------------------------------------------------------------
+  const DBLCLICK_MS = 250;
   const state = {
     from: cfg.from, to: cfg.to,                   // null: the launch's start / now
     span: null,                                   // seconds shown when following a fixed span
@@ -78,9 +86,10 @@
   // --- rank rows ---------------------------------------------------------------------------------------
   function drawBands(u, rank) {
     const { ctx } = u, top = u.bbox.top, h = u.bbox.height, r = state.data.range;
+    const until = Math.min(r.to, state.data.now || r.to);  // an open phase ends at "now", never in the future
     for (const p of rank.phases) {
       const x0 = u.valToPos(Math.max(p.start, r.from), "x", true);
-      const x1 = u.valToPos(Math.min(p.end == null ? r.to : p.end, r.to), "x", true);
+      const x1 = u.valToPos(Math.min(p.end == null ? until : p.end, until), "x", true);
       if (x1 <= x0) continue;
       ctx.fillStyle = css("--ph-" + p.phase) || css("--ph-starting");
       ctx.globalAlpha = 0.55;
@@ -124,22 +133,35 @@
   }
 
   function readout(rank, idx, u) {
-    const sub = state.rows.get(rank.label).hover;
-    if (idx == null || !rank.gpu) { sub.textContent = rowSubtitle(rank); return; }
+    const sub = state.rows.get(rank.label).hover2;
+    if (idx == null || !rank.gpu) { sub.textContent = rowState(rank); return; }
     const ts = u.data[0][idx], g = rank.gpu, i = g.ts.indexOf(ts);
-    if (i < 0) { sub.textContent = rowSubtitle(rank); return; }
+    if (i < 0) { sub.textContent = rowState(rank); return; }
     const v = (a, d) => a[i] == null ? "—" : a[i].toFixed(d);
     sub.textContent = `${fmtTime(ts)} util ${v(g.util, 0)}% · ${v(g.mem_gib, 1)} GiB · ${v(g.power_w, 0)} W`;
   }
 
+  // two short lines, so nothing is cut in the label column: where the rank is, then how it is doing
   function rowSubtitle(rank) {
     const parts = [];
     if (rank.gpu_index != null) parts.push("GPU " + rank.gpu_index);
     if (rank.pid) parts.push("pid " + rank.pid);
+    return parts.join(" · ");
+  }
+
+  function rowState(rank) {
+    const parts = [];
     const prog = progressText(rank.progress);
     if (prog) parts.push(prog);
-    if (rank.phase_since) parts.push(rank.phase.replace(/_/g, " ") + " for " + fmtDur(state.data.now - rank.phase_since));
-    return parts.join(" · ");
+    parts.push(stalledText(rank) || (rank.phase_since ? "for " + fmtDur(state.data.now - rank.phase_since) : ""));
+    return parts.filter(Boolean).join(" · ");
+  }
+
+  // "no progress for": the server's clock minus the rank's last progress, as the incident banner says it
+  function stalledText(rank) {
+    if (!rank.last_progress_at || MOVING.has(rank.phase)) return "";
+    const quiet = state.data.now - rank.last_progress_at;
+    return quiet > QUIET_S || rank.phase === "stalled" ? "no progress for " + fmtDur(quiet) : "";
   }
 
   function progressText(p) {
@@ -158,21 +180,21 @@
     const row = el("div", "rank-row");
     row.dataset.rank = rank.label;
     const meta = el("div", "rank-meta");
-    const head = el("div");
-    head.append(el("span", "rank-label", rank.label), el("span", "phase"));
-    const suspect = el("div", "suspect", "");
-    const hover = el("div", "sub");
-    meta.append(head, suspect, hover);
+    const head = el("div", "rank-head");
+    const suspect = el("span", "suspect", "");
+    head.append(el("span", "rank-label", rank.label), el("span", "phase"), suspect);
+    const hover = el("div", "sub"), hover2 = el("div", "sub sub-state");
+    meta.append(head, hover, hover2);
     const plotEl = el("div", "rank-plot");
     row.append(meta, plotEl);
-    const entry = { row, head, suspect, hover, rank };
+    const entry = { row, head, suspect, hover, hover2, rank };
     const opts = {
       width: plotWidth(), height: ROW_H, legend: { show: false }, tzDate: utc,
       cursor: { sync: { key: SYNC.key, setSeries: false }, drag: { x: true, y: false, setScale: false }, points: { show: false } },
       scales: { x: { time: true, range: () => xRange() }, y: { range: [0, 105] } },
       axes: [{ show: false }, { show: false }],
       series: [{}, { stroke: css("--util"), width: 1.25, points: { show: false } },
-        { stroke: css("--mem"), width: 1.25, points: { show: false } }, { stroke: css("--pow"), width: 1, points: { show: false } }],
+        { stroke: css("--mem"), width: 1.5, dash: [5, 3], points: { show: false } }, { stroke: css("--pow"), width: 1, points: { show: false } }],
       hooks: {
         drawClear: [(u) => drawBands(u, entry.rank)],
         draw: [(u) => drawMarkers(u, entry.rank)],
@@ -181,12 +203,15 @@
       },
     };
     entry.plot = new uPlot(opts, rowData(rank), plotEl);
-    entry.plot.over.addEventListener("click", () => {
+    // a click opens the log at that moment; a double-click only resets the zoom: wait out the second click
+    entry.plot.over.addEventListener("click", (e) => {
       const u = entry.plot;
-      if (u.select.width > 2 || u.cursor.left == null || u.cursor.left < 0) return;
-      openLogAt(entry.rank.label, u.posToVal(u.cursor.left, "x"));
+      clearTimeout(state.clickTimer);
+      if (e.detail > 1 || u.select.width > 2 || u.cursor.left == null || u.cursor.left < 0) return;
+      const ts = u.posToVal(u.cursor.left, "x");
+      state.clickTimer = setTimeout(() => openLogAt(entry.rank.label, ts), DBLCLICK_MS);
     });
-    entry.plot.over.addEventListener("dblclick", (e) => { e.stopPropagation(); setRange("all"); });
+    entry.plot.over.addEventListener("dblclick", (e) => { e.stopPropagation(); clearTimeout(state.clickTimer); setRange("all"); });
     return entry;
   }
 
@@ -197,10 +222,23 @@
     phase.style.background = css("--ph-" + rank.phase);
     entry.row.classList.toggle("is-culprit", !!rank.culprit);
     entry.row.classList.toggle("selected", state.rank === rank.label);
-    entry.suspect.textContent = rank.culprit ? "suspected culprit" : "";
+    entry.suspect.textContent = rank.culprit ? "culprit" : "";
+    entry.suspect.title = rank.culprit ? "suspected culprit of an open incident" : "";
     entry.hover.textContent = rowSubtitle(rank);
-    entry.row.title = rank.last_log ? "last log: " + rank.last_log : "";
+    entry.hover2.textContent = rowState(rank);
+    entry.meta_title = [rank.label, rank.host, rowSubtitle(rank), rowState(rank)].filter(Boolean).join(" · ");
+    entry.row.title = entry.meta_title + (rank.last_log ? "\nlast log: " + rank.last_log : "");
     entry.plot.setData(rowData(rank));
+  }
+
+  // At 16+ ranks, rows group as the engine lays them out: by the outer parallel dimensions (PP, DP, ...)
+  // of the label ("PP1 TP3" -> "PP1"), within each host
+  const GROUP_AT = 16, OUTER = /^(?:PP|DP|ATTN_CP|MOE_DP)\d+$/;
+  function groupKey(rank, byTopology) {
+    const host = rank.host || "unknown host";
+    if (!byTopology) return host;
+    const outer = rank.label.split(" ").filter((t) => OUTER.test(t));
+    return outer.length ? host + " · " + outer.join(" ") : host;
   }
 
   function renderRows(data) {
@@ -213,12 +251,15 @@
       if (!data.ranks.length) {
         tl.append(el("p", "empty", "No engine rank seen for this launch yet: rows appear when the agent reports its processes."));
       }
-      let group = null, host;
+      let group = null, key = null;
+      const byTopology = data.ranks.length >= GROUP_AT;
       for (const rank of data.ranks) {
-        if (!group || rank.host !== host) {
-          host = rank.host;
+        const k = groupKey(rank, byTopology);
+        if (!group || k !== key) {
+          key = k;
           group = el("div", "host-group");
-          group.append(el("div", "host-label", host || "unknown host"));
+          group.dataset.group = k;
+          group.append(el("div", "host-label", k));
           tl.append(group);
         }
         const entry = makeRow(rank);
@@ -323,6 +364,9 @@
         const a = el("a", i.status === "open" ? "" : "resolved");
         a.href = "/incidents/" + i.id;
         a.append(el("b", null, i.kind + (i.culprit ? " — " + i.culprit : "") + ": "), document.createTextNode(i.summary));
+        const culprit = i.culprit && data.ranks.find((r) => r.label === i.culprit);
+        const quiet = culprit && i.status === "open" ? stalledText(culprit) : "";
+        if (quiet) a.append(el("span", "stalled-for", " · " + culprit.label + ": " + quiet));
         return a;
       }));
     }
@@ -392,13 +436,23 @@
     pushUrl();
   });
 
-  window.addEventListener("resize", () => {
+  // the window, or the acceptance panel arriving beside the timeline, changes the plots' width
+  const resize = () => {
     clearTimeout(state.resizeTimer);
     state.resizeTimer = setTimeout(() => {
       state.rows.forEach((e) => e.plot.setSize({ width: plotWidth(), height: ROW_H }));
       Object.entries(state.charts).forEach(([id, c]) => c.setSize({ width: $(id).clientWidth, height: 150 }));
-    }, 150);
-  });
+    }, 100);
+  };
+  window.addEventListener("resize", resize);
+  if (window.ResizeObserver && $("timeline")) {
+    let width = null;
+    new ResizeObserver((entries) => {
+      const w = Math.round(entries[0].contentRect.width);
+      if (width !== null && w !== width) resize();
+      width = w;
+    }).observe($("timeline"));
+  }
 
   // --- log panel ---------------------------------------------------------------------------------------
   const log = { box: $("log"), lastId: null, anchor: null };

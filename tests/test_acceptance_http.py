@@ -105,9 +105,9 @@ def test_acceptance_panel_in_chromium(server: ServerProcess, make_token, tmp_pat
             assert cause.is_visible() and "silently dropped by SGLang 0.5.6" in cause.inner_text()
             assert "fix: rename `layers.0.*` → `midlayer.*`" in cause.inner_text()
             finding = page.locator('.sw-preflight [data-code="dropped_keys"]')
-            assert (
-                "layers.0." in finding.inner_text() and finding.locator(".sw-badge").inner_text() == "ERROR"
-            )
+            # the fragment alone has no stylesheet (the dashboard's app.css styles it, no inline <style>)
+            badge = finding.locator(".sw-badge").inner_text()
+            assert "layers.0." in finding.inner_text() and badge.upper() == "ERROR"
             spark = page.get_by_role("img", name="accept length over time, 1.0 to 2.0")
             assert spark.is_visible()
             assert page.locator('[data-field="recent_len"]').inner_text() == "1.01 / 4"
@@ -117,5 +117,7 @@ def test_acceptance_panel_in_chromium(server: ServerProcess, make_token, tmp_pat
             panel = page.locator('#acceptance-diagnosis [data-cause="draft_checkpoint"]')
             panel.wait_for(state="visible", timeout=30_000)
             assert "midlayer" in panel.inner_text()
+            styled = page.locator('#acceptance-diagnosis .sw-preflight [data-code="dropped_keys"] .sw-badge')
+            assert styled.inner_text() == "ERROR"  # styled by app.css on the page
         finally:
             browser.close()

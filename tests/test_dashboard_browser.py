@@ -54,6 +54,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         ),
     ]
     stuck[0].extra_events.append(ld._ev(t0 + 30, "raw", "TP0", XSS, "warning"))
+    # an EAGLE-3 draft loaded with the target: the launch is speculative, so its acceptance panel shows
+    stuck[0].extra_events.append(
+        ld._ev(t0 + 48.5, "load_end", "TP0", "Load weight end. type=LlamaForCausalLMEagle3", draft=True,
+               model_type="LlamaForCausalLMEagle3")
+    )  # fmt: skip
     # py-spy dumps the agent sent when asked: they name a pid, not a rank
     for plan in stuck:
         for i, rank in enumerate(plan.ranks):
@@ -166,7 +171,7 @@ def test_launch_view_draws_a_row_per_rank_and_updates_live(site: Site, page: Any
     assert page.locator(".host-label").all_inner_texts() == ["gpu-node-01", "gpu-node-02"]
     culprit = page.locator(".rank-row.is-culprit")
     assert culprit.count() == 1 and culprit.get_attribute("data-rank") == "TP11"
-    assert "suspected culprit" in culprit.inner_text()
+    assert "culprit" in culprit.inner_text()
     assert "shards 57/64" in page.locator("#launch-progress").inner_text()
     # the hostile log line is text, not markup
     page.wait_for_selector(".log-line")

@@ -82,3 +82,25 @@ def test_demo_refuses_a_data_dir_it_did_not_make(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "choose an empty --data-dir" in r.stderr
     assert (precious / "specwatch.db").read_bytes() == b"production data"
+
+
+def test_sigterm_stops_the_demo_and_its_agents_like_ctrl_c(tmp_path: Path) -> None:
+    """`docker stop`, systemd and CI send SIGTERM: the agents (in their own sessions) must not outlive it."""
+    data_dir, port = tmp_path / "demo", free_port()
+    proc = _demo(data_dir, port, duration=600)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz", timeout=60, proc=proc)
+        deadline = time.time() + 30
+        while len(_agents_of(data_dir)) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        agents = _agents_of(data_dir)
+        assert len(agents) == 2, "act 1 starts two agents"
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "stopping the agents" in out
+    _, alive = psutil.wait_procs(agents, timeout=5)
+    assert alive == [] and _agents_of(data_dir) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -19,7 +20,7 @@ import pytest
 
 from app import __version__
 from tests.checkpoints import make_draft
-from tests.support import ROOT, cli, free_port
+from tests.support import ROOT, chromium_path, cli, free_port
 
 pytestmark = pytest.mark.release
 
@@ -140,7 +141,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
 
     port = free_port()
     demo = subprocess.Popen(
-        [str(venv / "bin" / "specwatch"), "demo", "--duration", "10", "--port", str(port)],
+        [str(venv / "bin" / "specwatch"), "demo", "--duration", "600", "--port", str(port)],
         env={**env, "SPECWATCH_DATA_DIR": str(tmp_path / "demo-data")},
         cwd=run_dir,
         stdout=subprocess.PIPE,
@@ -156,6 +157,8 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
         assert page.status_code == 200 and "gpu-node-01" in page.text
         css = httpx.get(base + "/static/" + _first_static_css(), timeout=30)  # static files from the wheel
         assert css.status_code == 200 and css.text.strip()
+        _every_page_in_chromium(base)
+        demo.send_signal(signal.SIGTERM)
         assert demo.wait(timeout=60) == 0
     finally:
         if demo.poll() is None:
@@ -186,3 +189,49 @@ def _first_static_css() -> str:
     css = sorted((ROOT / "static").rglob("*.css"))
     assert css, "the dashboard ships a stylesheet"
     return css[0].relative_to(ROOT / "static").as_posix()
+
+
+def _page_paths(base: str) -> list[str]:
+    """Every page and HTML partial the dashboard serves (read from the routers, so a new page is covered),
+    with ids of a launch and an incident the demo has stored."""
+    from app.acceptance_api import router as acceptance_router
+    from app.web.pages import router as pages_router
+
+    launch_id = httpx.get(base + "/api/v1/launches", timeout=30).json()[0]["id"]
+    paths = []
+    for route in [*pages_router.routes, *acceptance_router.routes]:
+        path = getattr(route, "path", "")
+        if "GET" not in getattr(route, "methods", set()) or path.startswith("/api/") or "." in path:
+            continue
+        paths.append(path.replace("{launch_id}", str(launch_id)))
+    return paths
+
+
+def _every_page_in_chromium(base: str) -> None:
+    """The installed wheel serves every page and partial to a real browser: no 5xx on any request (the page's
+    own fetches included), no console error, no page error."""
+    from playwright.sync_api import sync_playwright
+
+    deadline = time.time() + 120
+    while time.time() < deadline:  # the deadlock act's incident, so the incident page has one to show
+        open_incidents = httpx.get(base + "/api/v1/incidents", timeout=30).json()
+        if open_incidents:
+            break
+        time.sleep(2)
+    assert open_incidents, "the demo opened no incident within two minutes"
+    paths = [p.replace("{incident_id}", str(open_incidents[0]["id"])) for p in _page_paths(base)]
+    assert "/" in paths and any(p.endswith("/acceptance") for p in paths), paths
+    problems: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        # every 5xx fails; a 4xx is named too, as the console error it also causes does not say which URL
+        page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        for path in paths:
+            resp = page.goto(base + path, wait_until="networkidle")
+            assert resp is not None and resp.status == 200, f"{path}: {resp.status if resp else 'no answer'}"
+            page.wait_for_timeout(300)  # the page's own fetches (timeline, acceptance panel) land
+        browser.close()
+    assert problems == [], problems

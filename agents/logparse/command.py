@@ -28,10 +28,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "parse-log",
         help="show what specwatch's parser makes of engine log files",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description="Show what specwatch's parser makes of engine log files: every event, or a summary "
+        "(events per kind and the most frequent lines it did not understand), so you can check that your "
+        "engine version's log lines are recognised before a launch depends on them.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="engine log file(s); '-' reads standard input")
-    p.add_argument("--tz", default="UTC", help="time zone the engine wrote its timestamps in (default: UTC)")
+    p.add_argument(
+        "--tz",
+        default="local",
+        help="time zone the engine wrote its timestamps in: 'local' (default, as `agent --log-tz`), UTC, "
+        "Europe/Berlin, ...",
+    )
     p.add_argument("--rank", help="rank label for lines without one (default: from the file name, e.g. TP3)")
     p.add_argument("--kind", action="append", default=[], help="only events of this kind (repeatable)")
     p.add_argument("--summary", action="store_true", help="events per kind and the top unrecognised lines")
@@ -109,12 +116,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _zone(name: str) -> tzinfo:
-    if name.upper() == "UTC":
-        return UTC
-    from zoneinfo import ZoneInfo
+    from agents.logsource import resolve_tz  # the agent's own rule: the same names mean the same zones
 
     try:
-        return ZoneInfo(name)
+        return resolve_tz(name)
     except Exception as exc:
         raise ValueError(f"--tz {name!r} is not a time zone name (e.g. UTC, Europe/Berlin)") from exc
 

@@ -56,6 +56,9 @@ def _annotations(snap: dict[str, Any], public_url: str) -> dict[str, str]:
         out["description"] = "\n".join(evidence[:20])
     if snap.get("ranks"):
         out["ranks"] = ",".join(str(r) for r in snap["ranks"])
+    at = snap.get("culprit_location") or {}
+    if at.get("command"):  # where the culprit runs, ready to paste: ssh HOST sudo py-spy dump --pid N
+        out["debug_command"] = str(at["command"])
     return out
 
 

@@ -119,6 +119,8 @@ def generic(msg: Message) -> dict[str, Any]:
                 "severity": s["severity"],
                 "summary": s["summary"],
                 "culprit": s.get("culprit"),
+                # host, pid, GPUs and the py-spy command for the culprit (null without one)
+                "culprit_location": s.get("culprit_location"),
                 "ranks": list(s.get("ranks") or []),
                 "evidence": [
                     {**e, "ts": iso(e["ts"]) if isinstance(e.get("ts"), int | float) else e.get("ts")}

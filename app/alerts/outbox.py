@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from app import incidents
 from app.alerts import silences
+from app.locate import rank_location
 from app.models import (
     AlertDelivery,
     AlertReceiver,
@@ -43,6 +44,9 @@ def snapshot(session: Session, incident: Incident, change: IncidentChange) -> di
     host = None
     if incident.host_id is not None:
         host = session.execute(select(Host.name).where(Host.id == incident.host_id)).scalar_one_or_none()
+    culprit_location = rank_location(session, incident.launch_id, incident.culprit)
+    if host is None and culprit_location:
+        host = culprit_location["host"]
     return {
         "id": incident.id,
         "change_id": change.id,
@@ -54,6 +58,7 @@ def snapshot(session: Session, incident: Incident, change: IncidentChange) -> di
         "severity": incident.severity,
         "summary": change.summary,
         "culprit": incident.culprit,
+        "culprit_location": culprit_location,
         "ranks": list(incident.ranks or []),
         "evidence": list(change.evidence or []),
         "launch_id": incident.launch_id,

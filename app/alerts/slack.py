@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.alerts.formats import Message, clock, evidence_line, headline, incident_url, kind_title, where
+from app.locate import gpu_text
 
 MAX_EVIDENCE = 6
 MAX_DETAILED = 8  # incidents of a grouped message shown in full; the rest are listed by name
@@ -30,6 +31,11 @@ def _incident_blocks(snap: dict[str, Any], public_url: str) -> list[dict[str, An
     lead = f"*Culprit: `{escape(str(culprit))}`*" if culprit else "*No single culprit*"
     if snap.get("host"):
         lead += f" on {escape(str(snap['host']))}"
+    at = snap.get("culprit_location") or {}
+    if at.get("pid") is not None:
+        lead += f" ({escape(gpu_text(at)) + ', ' if at.get('gpus') else ''}pid {at['pid']})"
+    if at.get("command"):
+        lead += f"\n`{escape(str(at['command']))}`"
     lead += f"\n*{escape(kind_title(snap['kind']))}* — {escape(snap['summary'])}"
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": _clip(lead, 3000)}}

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from agents import wire
 from app import acceptance
 from app.detect.config import DetectConfig
-from app.detect.findings import Evidence, Finding, evidence
+from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.rankstate import CLEAN_EXIT_CODES, AcceptReport, Fleet, HostState, LaunchState, RankState, Signal
 
 CRASH_SIGNALS = frozenset(
@@ -65,7 +65,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     live = [r for r in st.ranks.values() if r.phase not in ("crashed", "exited")]
     if live:
         ev.append(evidence(now, None, "peers still alive", f"{len(live)}: they will hang waiting for it"))
-    what = sig.message[:160]
+    what = excerpt(sig.message, 160)
     others = f" ({len(dead) - 1} more rank(s) went down after it)" if len(dead) > 1 else ""
     return Finding(
         key=f"crash:{st.key}",

@@ -28,6 +28,19 @@ def evidence(ts: float | None, rank: str | None, what: str, value: Any) -> Evide
     return {"ts": ts, "rank": rank, "what": what, "value": value}
 
 
+def excerpt(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with "…" when cut: a summary that quotes
+    an engine line ends on a whole word, never mid-word."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
 @dataclass(slots=True)
 class Finding:
     key: str  # the same problem keeps the same key from tick to tick

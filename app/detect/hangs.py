@@ -21,7 +21,7 @@ from app.detect.culprit import (
     recent,
     signature,
 )
-from app.detect.findings import Evidence, Finding, evidence
+from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, Signal
 
 HANG_SIGNALS = {
@@ -161,7 +161,9 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         key=f"hang:{st.key}",
         kind="suspected_deadlock",
         launch=st.key,
-        summary=f"Launch stopped making progress in {phase} {longest:.0f} s ago; {who}.",
+        # no "N s ago" here: the summary is stored and read later, when that number is wrong; pages and
+        # alerts say how long from the ranks' last progress and their own clock
+        summary=f"Launch stopped making progress in {phase}; {who}.",
         culprit=culprits[0] if len(culprits) == 1 else None,
         ranks=culprits or sorted(r.label for r in live),
         evidence=body[:MAX_EVIDENCE],
@@ -252,7 +254,9 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         base.evidence = (sig_ev + base.evidence)[:MAX_EVIDENCE]
         if culprit:
             base.culprit = culprit
-        base.summary = base.summary.rstrip(".") + f". Confirmed by the engine: {sigs[0][1].message[:160]}"
+        base.summary = (
+            base.summary.rstrip(".") + f". Confirmed by the engine: {excerpt(sigs[0][1].message, 160)}"
+        )
         return base
     what = "PyTorch's NCCL watchdog" if first_kind == "nccl_timeout" else "SGLang's scheduler watchdog"
     who = (

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
+
+from app.timefmt import ago, duration
 
 
 def utc(ts: float | None, with_date: bool = True) -> str:
@@ -11,28 +12,6 @@ def utc(ts: float | None, with_date: bool = True) -> str:
         return "—"
     d = dt.datetime.fromtimestamp(ts, dt.UTC)
     return d.strftime("%Y-%m-%d %H:%M:%S UTC" if with_date else "%H:%M:%S")
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    s = int(max(0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
-
-
-def ago(ts: float | None, now: float | None = None) -> str:
-    if ts is None:
-        return "never"
-    delta = (time.time() if now is None else now) - ts
-    if delta < 2:
-        return "just now"
-    return f"{duration(delta)} ago"
 
 
 def gib(n: float | None) -> str:

@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import models
+from app.locate import rank_location
 
 STACK_LOOKBACK_S = 600.0
 
@@ -25,7 +26,9 @@ def incident_detail(session: Session, incident_id: int, now: float) -> dict[str,
         out["deployment"] = dep.name if dep else None
         out["launch_started_at"] = launch.started_at
     host = session.get(models.Host, inc.host_id) if inc.host_id is not None else None
-    out["host"] = host.name if host else None
+    out["culprit_location"] = rank_location(session, inc.launch_id, inc.culprit)
+    # a launch spans hosts: the culprit's host is the one to ssh into
+    out["host"] = host.name if host else (out["culprit_location"] or {}).get("host")
     changes = (
         session.execute(
             select(models.IncidentChange)

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import models
+from app.locate import gpu_ranks, rank_location
 
 # a host is "late" after this many missed reporting intervals, and "silent" after LATE * 4
 LATE_INTERVALS = 5.0
@@ -81,6 +82,14 @@ def deployments(session: Session) -> list[dict[str, Any]]:
             .group_by(models.Process.launch_id)
         ).all()
     )
+    # ranks as the log names them too: an agent following only a log file reports no engine process
+    by_label = dict(
+        session.execute(
+            select(models.Rank.launch_id, func.count(func.distinct(models.Rank.label))).group_by(
+                models.Rank.launch_id
+            )
+        ).all()
+    )
     return [
         {
             "deployment": name,
@@ -91,7 +100,7 @@ def deployments(session: Session) -> list[dict[str, Any]]:
             "ended_at": launch.ended_at,
             "last_seen": launch.last_seen,
             "open_incidents": counts.get(launch.id, 0),
-            "ranks": ranks.get(launch.id, 0),
+            "ranks": max(ranks.get(launch.id, 0), by_label.get(launch.id, 0)),
         }
         for name, launch in rows
     ]
@@ -107,7 +116,7 @@ def hosts_now(session: Session) -> list[HostNow]:
         select(S.id).where(S.gpu_id == G.id).order_by(S.ts.desc()).limit(1).correlate(G).scalar_subquery()
     )
     rows = session.execute(select(G, S).outerjoin(S, S.id == newest).order_by(G.host_id, G.index)).all()
-    pids: dict[tuple[int, int], GpuNow] = {}
+    ranks = gpu_ranks(session)
     for g, s in rows:
         if g.host_id not in hosts:
             continue
@@ -117,31 +126,9 @@ def hosts_now(session: Session) -> list[HostNow]:
         if s is not None:
             now.util_gpu_pct, now.mem_used_bytes, now.power_w = s.util_gpu_pct, s.mem_used_bytes, s.power_w
             now.temp_c, now.ts = s.temp_c, s.ts
-            for entry in s.processes or []:
-                pids.setdefault((g.host_id, int(entry[0])), now)
+        now.rank = ranks.get(g.uuid)
         hosts[g.host_id].gpus.append(now)
-    _name_ranks(session, pids)
     return list(hosts.values())
-
-
-def _name_ranks(session: Session, pids: dict[tuple[int, int], GpuNow]) -> None:
-    """Which rank runs on each GPU: NVML's pid on the GPU, matched to the engine process the agent reported."""
-    if not pids:
-        return
-    P = models.Process
-    rows = session.execute(
-        select(P.host_id, P.pid, P.rank_label)
-        .where(
-            P.host_id.in_({h for h, _ in pids}),
-            P.pid.in_({p for _, p in pids}),
-            P.exited_at.is_(None),
-            P.rank_label.is_not(None),
-        )
-        .order_by(P.create_time)
-    ).all()
-    for host_id, pid, label in rows:  # the newest process with that pid wins
-        if (host_id, pid) in pids:
-            pids[(host_id, pid)].rank = label
 
 
 def open_incidents(session: Session, limit: int = 50) -> list[dict[str, Any]]:
@@ -156,4 +143,11 @@ def open_incidents(session: Session, limit: int = 50) -> list[dict[str, Any]]:
         .order_by(I.opened_at.desc())
         .limit(limit)
     ).all()
-    return [{**incident_dict(i), "deployment": dep} for i, dep in rows]
+    return [
+        {
+            **incident_dict(i),
+            "deployment": dep,
+            "culprit_location": rank_location(session, i.launch_id, i.culprit),
+        }
+        for i, dep in rows
+    ]
