@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import models
-from app.acceptance_api import MAX_REPORTS, _env, acceptance_report, load_evidence
+from app.acceptance_api import MAX_REPORTS, acceptance_report, load_evidence
 from app.acceptance_breakdown import breakdown
 from app.api import SessionsDep
 from app.rankstate.accept_history import per_position
@@ -81,11 +81,11 @@ def acceptance_breakdown(launch_id: int, sessions: SessionsDep) -> dict[str, Any
 
 
 @router.get("/partials/launches/{launch_id}/acceptance/breakdown", response_class=HTMLResponse)
-def acceptance_breakdown_panel(launch_id: int, sessions: SessionsDep) -> HTMLResponse:
+def acceptance_breakdown_panel(launch_id: int, request: Request, sessions: SessionsDep) -> HTMLResponse:
     """The breakdown as an HTML fragment for the launch page's acceptance panel."""
     with sessions() as s:
         bd = launch_breakdown(s, launch_id)
-    return HTMLResponse(_env.get_template("partials/acceptance_breakdown.html").render(bd=bd))
+    return templates.TemplateResponse(request, "partials/acceptance_breakdown.html", {"bd": bd})
 
 
 def _latest_launch(s: Session, deployment: str) -> int:
