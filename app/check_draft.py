@@ -64,10 +64,13 @@ def _headline(d: dict[str, Any], role: str) -> str:
         bits.append(vocab)
     else:
         bits += [f"{d.get('num_hidden_layers')} layers", f"vocab {d.get('vocab_size')}"]
-    bits.append(
-        f"{d['tensors']} tensors in {d['files']} file{'s' if d['files'] != 1 else ''}, {_size(d['bytes'])}"
-    )
-    bits.append("/".join(d["dtypes"]))
+    if d["files"]:
+        bits.append(
+            f"{d['tensors']} tensors in {d['files']} file{'s' if d['files'] != 1 else ''}, {_size(d['bytes'])}"
+        )
+        bits.append("/".join(d["dtypes"]))
+    else:
+        bits.append("config only (no weights read)")
     return f"{role:<7} {d['path']}\n        " + ", ".join(bits)
 
 
@@ -99,19 +102,30 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write_renamed(draft: Any, findings: list[Any], args: argparse.Namespace) -> Any:
-    from agents.preflight.rename import RenameError, planned_renames, write_renamed
+def _write_renamed(draft: Any, findings: list[Any], target: Any, args: argparse.Namespace) -> Any:
+    import dataclasses
 
+    from agents.preflight import check_draft
+    from agents.preflight.rename import RenameError, flat_config, planned_renames, write_renamed
+
+    config = None
+    if args.engine == "sglang" and any(f.code == "config_unreadable" for f in findings):
+        # SGLang cannot read the config at all: write the one it reads, then the renames that release needs
+        config = flat_config(draft.config)
+        findings = check_draft(
+            dataclasses.replace(draft, config=config), target, args.engine, args.engine_version
+        )
     renames = planned_renames(findings)
-    if not renames:
+    if not renames and config is None:
         print("nothing to rename: no finding proposes a key rename", file=sys.stderr)
         return None
     try:
-        n = write_renamed(draft, renames, args.write_renamed)
+        n = write_renamed(draft, renames, args.write_renamed, config)
     except (RenameError, OSError) as exc:
         raise CommandError(str(exc)) from exc
+    what = "the config SGLang reads and " if config is not None else ""
     print(
-        f"wrote {args.write_renamed} with {n} tensor(s) renamed; the report below is for the copy",
+        f"wrote {args.write_renamed} with {what}{n} tensor(s) renamed; the report below is for the copy",
         file=sys.stderr,
     )
     return args.write_renamed
@@ -125,19 +139,52 @@ def _local(name: str) -> str:
     return str(found) if found is not None else name
 
 
+def _json_error(args: argparse.Namespace, message: str) -> None:
+    report = {
+        "draft": {"path": args.draft},
+        "target": {"path": args.target} if args.target else None,
+        "engine": args.engine,
+        "engine_version": args.engine_version,
+        "error": message,
+        "findings": [
+            {
+                "code": "unreadable",
+                "severity": "error",
+                "title": message,
+                "effect": "",
+                "fix": "",
+                "keys": [],
+                "renames": {},
+            }
+        ],
+        "counts": {"error": 1, "warning": 0, "info": 0},
+        "summary": "1 error",
+        "exit_code": 2,
+        "renamed_copy": None,
+        "load": {"outcome": "unreadable", "refusing": ["unreadable"], "dropped": [], "missing": []},
+    }
+    json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
 def cmd_check_draft(args: argparse.Namespace) -> int:
     from agents.preflight import CheckpointError, check_draft, exit_code, load_checkpoint
+    from agents.preflight.checkpoint import load_target
     from agents.preflight.findings import counts, summary_line
+    from agents.preflight.outcome import load_outcome
 
     try:
         draft = load_checkpoint(_local(args.draft), "draft")
-        target = load_checkpoint(_local(args.target), "target") if args.target else None
+        target = load_target(_local(args.target)) if args.target else None
         findings = check_draft(draft, target, args.engine, args.engine_version)
     except (CheckpointError, ValueError) as exc:
+        if args.json:  # CI reads stdout: the failure is a report too
+            _json_error(args, str(exc))
+            return 2
         raise CommandError(str(exc)) from exc
     fixed = None
     if args.write_renamed:
-        fixed = _write_renamed(draft, findings, args)
+        fixed = _write_renamed(draft, findings, target, args)
         if fixed is not None:
             # report on the copy: what is left is what the renames could not fix
             draft = load_checkpoint(fixed, "draft")
@@ -153,6 +200,7 @@ def cmd_check_draft(args: argparse.Namespace) -> int:
         "summary": summary_line(findings),
         "exit_code": code,
         "renamed_copy": str(fixed) if fixed else None,
+        "load": load_outcome(findings),
     }
     if args.json:
         json.dump(report, sys.stdout, indent=2, ensure_ascii=False)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from agents import wire
-from agents.preflight.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from agents.preflight.checkpoint import Checkpoint, CheckpointError, load_checkpoint, load_target
 from agents.preflight.cmdline import SpecConfig, local_checkpoint, scan_cmdline, scan_launch
 from agents.preflight.eagle3 import ENGINES, check_draft
 from agents.preflight.findings import Finding, as_text, counts, exit_code, sort_findings, summary_line
@@ -62,7 +62,7 @@ def run_preflight(
     target_dir = local_checkpoint(str(target)) if target else None
     if target_dir is not None:
         try:
-            tgt = load_checkpoint(target_dir, "target")
+            tgt = load_target(target_dir)
         except CheckpointError:
             tgt = None  # the draft's own checks still stand; the engine will report a broken target loudly
     try:

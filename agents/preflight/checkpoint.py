@@ -70,6 +70,33 @@ def _shard_files(root: Path, role: str) -> tuple[list[str], list[Finding]]:
     return files, []
 
 
+def load_target(path: str | Path) -> Checkpoint:
+    """The target as far as it can be read: a checkpoint directory, a directory with only config.json (the
+    weights not downloaded yet), or the config.json file itself. What could not be read is a finding."""
+    p = Path(path)
+    if p.is_file() and p.name.endswith(".json"):
+        root, cfg_file = p.parent, p
+    else:
+        root, cfg_file = p, p / "config.json"
+    if (
+        p.is_dir()
+        and cfg_file.is_file()
+        and (any(root.glob("*.safetensors")) or (root / INDEX_NAME).exists())
+    ):
+        return load_checkpoint(root, "target")
+    if not cfg_file.is_file():
+        raise CheckpointError(f"the target {p} is neither a checkpoint directory nor a config.json")
+    config = _read_json(cfg_file, "target config")
+    note = Finding(
+        code="target_weights_unread",
+        severity="info",
+        title=f"only the target's config was read ({cfg_file}): no target weights here",
+        effect="checked: hidden size, layer count (aux layers), vocabulary; not checked: the target's dtypes "
+        "and shards",
+    )
+    return Checkpoint(root, config, {}, [], 0, [note])
+
+
 def load_checkpoint(path: str | Path, role: str = "draft") -> Checkpoint:
     """Read config.json and every shard's header under ``path``. Raises CheckpointError for a directory
     that cannot be checked; problems with individual shards become findings."""

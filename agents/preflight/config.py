@@ -43,6 +43,12 @@ class DraftConfig:
     head_dim: int | None
     intermediate_size: int | None
     torch_dtype: str | None
+    model_type: str | None = None  # top level: what transformers' AutoConfig (SGLang's reader) needs
+    layer_model_type: str | None = None  # the decoder layer's family (llama, qwen3)
+    norm_before_fc: bool = False  # top level or eagle_config
+    eagle_config_ids: tuple[int, ...] | None = None  # only eagle_config's list (what SGLang reads)
+    top_level_ids: tuple[int, ...] | None = None  # the top-level list (speculators; vLLM reads it first)
+    layer_types_len: int | None = None  # transformer_layer_config.layer_types (validated against layers)
 
     @property
     def fed_hidden_size(self) -> int | None:
@@ -73,6 +79,10 @@ def draft_config(cfg: dict[str, Any]) -> DraftConfig:
         else None
     )
     heads = _int(_lookup(cfg, "num_attention_heads", nests))
+    layer_cfg = (
+        cfg.get("transformer_layer_config") if isinstance(cfg.get("transformer_layer_config"), dict) else {}
+    )
+    layer_types = (layer_cfg or {}).get("layer_types") or cfg.get("layer_types")
     return DraftConfig(
         architecture=arch,
         speculators=bool(cfg.get("speculators_model_type")),
@@ -82,7 +92,7 @@ def draft_config(cfg: dict[str, Any]) -> DraftConfig:
         vocab_size=_int(_lookup(cfg, "vocab_size", nests)),
         draft_vocab_size=_int(cfg.get("draft_vocab_size")),
         aux_layer_ids=aux_ids,
-        num_aux_hidden_states=_int(cfg.get("num_aux_hidden_states")),
+        num_aux_hidden_states=_int(_lookup(cfg, "num_aux_hidden_states", nests)),
         tie_word_embeddings=bool(_lookup(cfg, "tie_word_embeddings", nests) or False),
         fc_norm=bool(cfg.get("fc_norm") or cfg.get("use_aux_norm")),
         bias=bool(_lookup(cfg, "bias", nests) or False),
@@ -91,6 +101,20 @@ def draft_config(cfg: dict[str, Any]) -> DraftConfig:
         head_dim=_int(_lookup(cfg, "head_dim", nests)),
         intermediate_size=_int(_lookup(cfg, "intermediate_size", nests)),
         torch_dtype=_lookup(cfg, "torch_dtype", nests) or _lookup(cfg, "dtype", nests),
+        model_type=cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None,
+        layer_model_type=_lookup(cfg, "model_type", nests),
+        norm_before_fc=bool((eagle or {}).get("norm_before_fc", cfg.get("norm_before_fc", False))),
+        eagle_config_ids=_ids((eagle or {}).get("eagle_aux_hidden_state_layer_ids")),
+        top_level_ids=_ids(cfg.get("eagle_aux_hidden_state_layer_ids")),
+        layer_types_len=len(layer_types) if isinstance(layer_types, list) else None,
+    )
+
+
+def _ids(v: Any) -> tuple[int, ...] | None:
+    return (
+        tuple(int(i) for i in v)
+        if isinstance(v, list) and v and all(_int(i) is not None for i in v)
+        else None
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from agents.preflight.checkpoint import Checkpoint
-from agents.preflight.config import DraftConfig, TargetConfig, default_aux_layers
+from agents.preflight.config import DraftConfig, TargetConfig
 from agents.preflight.findings import Finding, Severity
 from agents.preflight.headers import FLOAT_DTYPES
 
@@ -117,8 +117,7 @@ def target(cfg: DraftConfig, tcfg: TargetConfig) -> list[Finding]:
                 "otherwise use the draft trained for this target",
             )
         )
-    L = tcfg.num_hidden_layers
-    ids = cfg.aux_layer_ids
+    ids = cfg.aux_layer_ids  # the bounds per engine: auxlayers.py
     if ids and cfg.num_aux_hidden_states and len(ids) != cfg.num_aux_hidden_states:
         out.append(
             Finding(
@@ -129,36 +128,13 @@ def target(cfg: DraftConfig, tcfg: TargetConfig) -> list[Finding]:
                 fix="make eagle_aux_hidden_state_layer_ids list exactly num_aux_hidden_states layers",
             )
         )
-    if L and ids:
-        bad = [i for i in ids if i < 0 or i >= L]
-        if bad:
-            out.append(
-                Finding(
-                    "aux_layers",
-                    "error",
-                    f"aux layer ids {bad} are outside the target's {L} layers (0-{L - 1})",
-                    effect="those hidden states are never captured: the fused input is short and the "
-                    "first draft step fails, or the draft sees the wrong layers",
-                    fix=f"ids must be below {L}; the usual choice is {list(default_aux_layers(L))}",
-                )
-            )
-        if len(set(ids)) != len(ids):
-            out.append(
-                Finding(
-                    "aux_layers",
-                    "warning",
-                    f"aux layer ids {list(ids)} repeat a layer",
-                    fix="use distinct low, middle and high layers",
-                )
-            )
-    elif L and not ids:
+    if ids and len(set(ids)) != len(ids):
         out.append(
             Finding(
-                "aux_layers_default",
-                "info",
-                f"no eagle_aux_hidden_state_layer_ids: the engine captures layers {list(default_aux_layers(L))} "
-                f"of the target's {L}",
-                fix="if the draft was trained on other layers, list them in eagle_config",
+                "aux_layers",
+                "warning",
+                f"aux layer ids {list(ids)} repeat a layer",
+                fix="use distinct low, middle and high layers",
             )
         )
     return out

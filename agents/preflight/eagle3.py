@@ -5,18 +5,34 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agents.preflight import consistency
+from agents.preflight import auxlayers, consistency
 from agents.preflight.checkpoint import Checkpoint
 from agents.preflight.config import DraftConfig, draft_config, target_config
 from agents.preflight.findings import Finding, sort_findings
-from agents.preflight.keymap import Context, dropped_keys, make_context, missing_params, shape_mismatches
+from agents.preflight.keymap import (
+    Context,
+    dropped_keys,
+    later_norm_renames,
+    make_context,
+    missing_params,
+    shape_mismatches,
+)
 from agents.preflight.loaders import Loader, resolve, select_loaders
 
 ENGINES = ("sglang", "vllm")
 ARCH_OK = {
     "sglang": {"LlamaForCausalLMEagle3"},
-    "vllm": {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator"},
+    # vllm/model_executor/models/registry.py, plus speculators' classes (vLLM picks the draft class from
+    # transformer_layer_config.model_type: llama or qwen3)
+    "vllm": {
+        "LlamaForCausalLMEagle3",
+        "Eagle3LlamaForCausalLM",
+        "Eagle3Qwen3ForCausalLM",
+        "Eagle3Speculator",
+        "Eagle3DraftModel",
+    },
 }
+VLLM_SPECULATORS_TYPES = ("llama", "qwen3")
 
 
 def check_draft(
@@ -32,6 +48,10 @@ def check_draft(
     tcfg = target_config(target.config) if target else None
     findings = list(draft.problems) + (list(target.problems) if target else [])
     findings += _architecture(cfg, engine, any(k.endswith("fc.weight") for k in draft.tensors))
+    if engine == "sglang" and cfg.model_type is None:
+        # AutoConfig.from_pretrained raises before any weight is read: nothing below is reached
+        return sort_findings([*findings, _sglang_unreadable(cfg)])
+    findings += _config_checks(cfg, engine)
     if not cfg.hidden_size:
         findings.append(
             Finding(
@@ -48,6 +68,7 @@ def check_draft(
     findings += consistency.vocab(cfg, tcfg, draft, engine)
     if tcfg is not None:
         findings += consistency.target(cfg, tcfg)
+    findings += auxlayers.findings(cfg, tcfg, engine)
     findings += consistency.dtypes(cfg, tcfg, draft)
     if len(loaders) > 1:
         findings.append(
@@ -55,14 +76,10 @@ def check_draft(
                 "engine_version_unknown",
                 "info",
                 (
-                    "no --engine-version: checked against both SGLang weight-name layouts (≤ 0.5.10 and ≥ 0.5.12)"
-                    if engine_version is None
-                    else f"SGLang {engine_version} shipped around the weight-name change: checked against both "
-                    "layouts (≤ 0.5.10 and ≥ 0.5.12)"
+                    "no --engine-version: checked against the oldest and newest SGLang loaders (≤ 0.5.11 and "
+                    "≥ 0.5.17)"
                 ),
-                fix="pass --engine-version to turn layout warnings into a definite answer"
-                if engine_version is None
-                else "export `midlayer.*` names for a single-layer draft: every release loads them",
+                fix="pass --engine-version to turn layout warnings into a definite answer",
             )
         )
     return sort_findings(findings)
@@ -72,7 +89,8 @@ def _loader_checks(ctx: Context, loader: Loader) -> list[Finding]:
     params = ctx.params[loader.key]
     resolved = {k: p for k in ctx.tensors if (p := resolve(loader, k, params)) is not None}
     dropped, filled = dropped_keys(ctx, loader)
-    out = dropped + missing_params(ctx, loader, set(resolved.values()), filled)
+    norms, norm_filled = later_norm_renames(ctx, loader, set(resolved.values()))
+    out = dropped + norms + missing_params(ctx, loader, set(resolved.values()), filled | norm_filled)
     out += shape_mismatches(ctx, loader, resolved)
     out += _fc_width(ctx, loader, resolved)
     if not loader.layered and ctx.cfg.num_hidden_layers > 1:
@@ -81,7 +99,7 @@ def _loader_checks(ctx: Context, loader: Loader) -> list[Finding]:
                 "too_many_layers",
                 "error",
                 f"config.json asks for {ctx.cfg.num_hidden_layers} draft decoder layers; {{engine}} builds exactly one",
-                effect="only `midlayer` exists: the other layers are not built or loaded",
+                effect='start-up fails: "EAGLE3 currently only supports 1 layer"',
                 fix="serve this draft with SGLang ≥ 0.5.12, or use a single-layer draft",
             )
         )
@@ -108,7 +126,7 @@ def _fc_width(ctx: Context, loader: Loader, resolved: dict[str, str]) -> list[Fi
         return []
     shape = ctx.tensors[key].shape
     H, Ht = cfg.hidden_size, cfg.fed_hidden_size or cfg.hidden_size
-    A, source = (loader.fixed_aux, "{engine} always fuses 3") if loader.fixed_aux else cfg.aux_count()
+    A, source = loader.aux_count(cfg)
     want = Ht * A
     if len(shape) != 2:
         return [
@@ -125,7 +143,19 @@ def _fc_width(ctx: Context, loader: Loader, resolved: dict[str, str]) -> list[Fi
         return []
     title = f"fc.weight is [{out_f}, {in_f}] but {{engine}} builds [{H}, {want}] ({A} aux states x {Ht}, {A} from {source})"
     fix = "check hidden_size in config.json against the trainer's"
-    if cfg.target_hidden_size and out_f == H and in_f == Ht and in_f % A == 0:
+    listed = cfg.top_level_ids or cfg.eagle_config_ids or ()
+    if not loader.fixed_aux and out_f == H and Ht and in_f % Ht == 0 and len(listed) == in_f // Ht != A:
+        k = in_f // Ht
+        where = "transformer_layer_config" if cfg.speculators else "config.json"
+        title = (
+            f"fc.weight fuses {k} aux states (the {k} layer ids listed) but {{engine}} builds fc for {A} "
+            f"({source})"
+        )
+        fix = (
+            f'set "num_aux_hidden_states": {k} in {where} ({{engine}} sizes fc from it or from eagle_config\'s '
+            "ids, not from a top-level eagle_aux_hidden_state_layer_ids)"
+        )
+    elif cfg.target_hidden_size and out_f == H and in_f == Ht and in_f % A == 0:
         title = (
             f"target_hidden_size is {Ht}, the width of the {A}-state concatenation: {{engine}} builds fc for "
             f"{A}x{Ht} = {want} inputs"
@@ -145,8 +175,10 @@ def _fc_width(ctx: Context, loader: Loader, resolved: dict[str, str]) -> list[Fi
         )
     elif out_f == H and in_f % Ht == 0:
         k = in_f // Ht
+        where = "transformer_layer_config" if cfg.speculators else "config.json"
         fix = (
-            f'set "num_aux_hidden_states": {k} and list {k} eagle_aux_hidden_state_layer_ids in config.json'
+            f'set "num_aux_hidden_states": {k} in {where} ({{engine}} sizes fc from it or from eagle_config\'s '
+            "ids, not from a top-level eagle_aux_hidden_state_layer_ids)"
             if not loader.fixed_aux
             else f"{{engine}} fuses exactly 3 aux states; a {k}-state draft needs SGLang ≥ 0.5.12 with "
             f'"num_aux_hidden_states": {k}'
@@ -199,8 +231,8 @@ def _merge(loaders: list[Loader], per: dict[str, list[Finding]], version: str | 
 
 def _architecture(cfg: DraftConfig, engine: str, has_fc: bool) -> list[Finding]:
     arch = cfg.architecture
-    if arch in ARCH_OK[engine]:
-        return []
+    if arch in ARCH_OK[engine] or (engine == "sglang" and cfg.model_type is None):
+        return []  # SGLang never gets as far as the class without a model_type (_sglang_unreadable)
     if arch is None:
         return [
             Finding(
@@ -251,3 +283,45 @@ def _architecture(cfg: DraftConfig, engine: str, has_fc: bool) -> list[Finding]:
             fix="check the engine's model registry for this class",
         )
     ]
+
+
+def _sglang_unreadable(cfg: DraftConfig) -> Finding:
+    return Finding(
+        "config_unreadable",
+        "error",
+        "config.json has no model_type (a speculators-format config): SGLang cannot read it",
+        effect="start-up fails in transformers' AutoConfig (\"Unrecognized model … Should have a `model_type` "
+        'key"), even with --trust-remote-code; no weight is read',
+        fix="`specwatch check-draft DRAFT --engine sglang --engine-version V --write-renamed DIR` writes a copy "
+        "with the flat config SGLang reads (LlamaForCausalLMEagle3, the transformer_layer_config fields, "
+        "draft_vocab_size, eagle_config) and the key names that release loads; or serve this draft with vLLM, "
+        "which reads speculators configs",
+    )
+
+
+def _config_checks(cfg: DraftConfig, engine: str) -> list[Finding]:
+    out: list[Finding] = []
+    if engine == "vllm" and cfg.speculators and cfg.layer_model_type not in VLLM_SPECULATORS_TYPES:
+        out.append(
+            Finding(
+                "architecture",
+                "error",
+                f"transformer_layer_config.model_type is {cfg.layer_model_type!r}: vLLM builds speculators "
+                "EAGLE-3 drafts only for llama and qwen3 layers",
+                effect='start-up fails: "Unsupported model_type … for Eagle3 speculator"',
+            )
+        )
+    n = cfg.layer_types_len
+    if n is not None and n != cfg.num_hidden_layers:
+        out.append(
+            Finding(
+                "config_invalid",
+                "error",
+                f"layer_types lists {n} layers but the draft has num_hidden_layers {cfg.num_hidden_layers} "
+                "(the target's layer_types copied into the draft's config)",
+                effect="transformers ≥ 5 refuses the config at start-up (validate_layer_type)",
+                fix=f"make layer_types list {cfg.num_hidden_layers} entr{'y' if cfg.num_hidden_layers == 1 else 'ies'}"
+                " (or remove it)",
+            )
+        )
+    return out

@@ -100,6 +100,19 @@ def _config_fix(ctx: Context, loader: Loader, key: str) -> tuple[str, Severity, 
             "error",
             f"draft layer {m.group(1)}",
         )
+    if key.endswith("input_norm.weight") and "layers." not in key:
+        if loader.input_norm:
+            return (
+                'set "norm_before_fc": true in config.json (the draft was trained with this norm before fc)',
+                "error",
+                "the norm before fc",
+            )
+        return (
+            "this draft normalises the aux states before fc (norm_before_fc): SGLang builds that norm from "
+            "0.5.17; serve it with SGLang ≥ 0.5.17 or vLLM",
+            "error",
+            "the norm before fc",
+        )
     if "fc_norm." in key or "aux_norm_" in key:
         if loader.fc_norm:
             return (
@@ -147,6 +160,8 @@ def _classify(
     fix = _config_fix(ctx, loader, key)
     if fix is not None:
         text, sev, what = fix
+        if loader.strict and key == "input_norm.weight":  # mapped to None by vLLM's loader: skipped silently
+            return "silent", text, sev, what, ""
         return "config", text, ("error" if loader.strict else sev), what, ""
     return "unknown", "", ("error" if loader.strict else "warning"), _pattern(key), ""
 
@@ -178,6 +193,9 @@ def dropped_keys(ctx: Context, loader: Loader) -> tuple[list[Finding], set[str]]
             title = f"{keys} match no parameter {{engine}} builds ({what})"
             effect = STRICT if loader.strict else "skipped at load without a word"
             fix = "remove them, or rename them to the parameter they were meant for"
+        elif kind == "silent":
+            title = f"{keys} for {what} {'are' if n != 1 else 'is'} silently dropped by {{engine}}"
+            effect = SILENT.format(what=what).replace("stays at random init", "is not applied")
         else:
             are = "are" if n != 1 else "is"
             verb = (
@@ -191,7 +209,7 @@ def dropped_keys(ctx: Context, loader: Loader) -> tuple[list[Finding], set[str]]
             )
         findings.append(
             Finding(
-                code="rejected_keys" if loader.strict else "dropped_keys",
+                code="rejected_keys" if loader.strict and kind != "silent" else "dropped_keys",
                 severity=sev,
                 title=title,
                 effect=effect,
@@ -201,6 +219,34 @@ def dropped_keys(ctx: Context, loader: Loader) -> tuple[list[Finding], set[str]]
             )
         )
     return findings, filled
+
+
+def later_norm_renames(ctx: Context, loader: Loader, covered: set[str]) -> tuple[list[Finding], set[str]]:
+    """Layers >= 1 of a multi-layer draft: SGLang normalises with ``hidden_norm``, speculators and vLLM with
+    ``input_layernorm``. Both engines build both, so the other name loads into a norm that is never used and
+    the one that is used stays at random init; the fix is that one rename per layer."""
+    if not loader.layered:
+        return [], set()
+    other = "input_layernorm" if loader.later_norm == "hidden_norm" else "hidden_norm"
+    renames: dict[str, str] = {}
+    for i in range(1, ctx.cfg.num_hidden_layers):
+        want, have = f"layers.{i}.{loader.later_norm}.weight", f"layers.{i}.{other}.weight"
+        key = next((k for k in ctx.tensors if k in (have, "model." + have)), None)
+        if want not in covered and key is not None:
+            renames[key] = key.replace(f".{other}.", f".{loader.later_norm}.")
+    if not renames:
+        return [], set()
+    finding = Finding(
+        code="later_layer_norm",
+        severity="error",
+        title=f"layers ≥ 1 of this draft have `{other}` where {{engine}} uses `{loader.later_norm}`",
+        effect=f"`{other}` loads into a norm {{engine}} builds but never uses; `{loader.later_norm}` stays at "
+        "random init and acceptance collapses; nothing warns",
+        fix=f"rename `layers.N.{other}` → `layers.N.{loader.later_norm}` for N ≥ 1 (only those keys)",
+        keys=tuple(sorted(renames)),
+        renames=renames,
+    )
+    return [finding], {v.removeprefix("model.") for v in renames.values()}
 
 
 def missing_params(ctx: Context, loader: Loader, covered: set[str], filled: set[str]) -> list[Finding]:

@@ -1,15 +1,23 @@
 """How each engine's EAGLE-3 loader maps checkpoint keys to parameters, emulated without torch.
 
-SGLang (``python/sglang/srt/models/llama_eagle3.py``): for each key it consumes anything containing ``d2t``
-or ``t2d``, then looks the name up as is and as ``model.`` + name, and **silently skips** what matches
-neither. Releases with sgl-project/sglang#24663 (merged 2026-05-11) build ``layers.N`` and rename legacy
-``midlayer`` → ``layers.0`` and ``aux_norm_low|mid|high`` → ``fc_norm.0|1|2`` first; older ones build one
-``midlayer`` and a fused input of exactly 3 aux states, and skip ``layers.0.*``.
+Every rule here was checked against the real loaders on the CPU by the oracle (scripts/draft_oracle/, its rows
+in tests/fixtures/draft_oracle.json); the loader line that shows each is in docs/check-draft.md.
 
-vLLM (``vllm/model_executor/models/llama_eagle3.py``): renames ``midlayer.`` → ``layers.0.``, ``d2t`` →
-``draft_id_to_target_id``, skips ``t2d``, prefixes every non-``lm_head`` key with ``model.`` and **raises**
-on a name it has no parameter for; parameters missing from the checkpoint keep their random init. Its
-fusion layer takes exactly 3 aux states.
+SGLang (``sglang/srt/models/llama_eagle3.py``): reads config.json with transformers' AutoConfig (a config with
+no ``model_type``, as speculators writes, fails at start-up); for each key it consumes anything containing
+``d2t`` or ``t2d``, then looks the name up as is and as ``model.`` + name, and **silently skips** what matches
+neither. ≤ 0.5.11 build one ``midlayer``, a fusion input of exactly 3 aux states, and refuse more than one
+layer; ≥ 0.5.12 build ``layers.N`` (layers ≥ 1 normalise with ``hidden_norm``), size fc from
+``num_aux_hidden_states`` / ``eagle_config``'s ids, build ``fc_norm`` when asked, and rename legacy
+``midlayer`` → ``layers.0`` and ``aux_norm_low|mid|high`` → ``fc_norm.0|1|2``; ≥ 0.5.17 also build
+``input_norm`` when ``norm_before_fc`` is set (older ones silently drop it).
+
+vLLM (``vllm/model_executor/models/llama_eagle3.py``, ``qwen3_eagle3.py``): reads speculators configs itself
+(the decoder fields come from ``transformer_layer_config``); renames ``midlayer.`` → ``layers.0.``, ``d2t`` →
+``draft_id_to_target_id``, skips ``t2d``, prefixes every non-``lm_head`` key with ``model.`` and **raises** on
+a name it has no parameter for, except ``input_norm.`` when ``norm_before_fc`` is off (skipped silently).
+Layers ≥ 1 normalise with ``input_layernorm``. fc is sized from ``num_aux_hidden_states`` or
+``eagle_config``'s ids (not the top-level list speculators writes), else 3.
 """
 
 from __future__ import annotations
@@ -17,11 +25,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agents.preflight.config import DraftConfig
+from agents.preflight.config import DEFAULT_AUX, DraftConfig
 
-# Releases known to carry each loader. 0.5.11 shipped around the change, so it is checked against both.
-SGLANG_LEGACY_MAX = (0, 5, 10)
+SGLANG_LEGACY_MAX = (0, 5, 11)  # 0.5.11's llama_eagle3.py is still the midlayer one
 SGLANG_CURRENT_MIN = (0, 5, 12)
+SGLANG_INPUT_NORM_MIN = (0, 5, 17)
 
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
@@ -34,21 +42,36 @@ AUX_NORM_RENAMES = (
 
 @dataclass(frozen=True, slots=True)
 class Loader:
-    key: str  # sglang-legacy | sglang-current | vllm
+    key: str  # sglang-legacy | sglang-current | sglang-input-norm | vllm
     engine: str
     label: str  # how findings name it when only this generation is affected
     layered: bool  # builds layers.N (else one midlayer)
     fixed_aux: int | None  # the fusion input is Ht x this, whatever the config says
     strict: bool  # an unmatched key aborts the load (else it is skipped silently)
-    fc_norm: bool  # has per-aux norms before fc
+    fc_norm: bool  # has per-aux norms before fc (when the config asks)
+    input_norm: bool = False  # builds input_norm [A*Ht] when norm_before_fc is set
+    later_norm: str = "hidden_norm"  # the pre-attention norm layers >= 1 use
+    reads_speculators: bool = False  # can read a speculators-format config (no model_type)
 
     def layer_prefix(self, i: int) -> str:
         return f"layers.{i}." if self.layered else "midlayer."
 
+    def aux_count(self, cfg: DraftConfig) -> tuple[int, str]:
+        """How many aux states this loader builds fc for, and from what (both engines: the explicit
+        attribute, then eagle_config's ids, then 3; SGLang ≤ 0.5.11: always 3)."""
+        if self.fixed_aux:
+            return self.fixed_aux, "{engine} always fuses 3"
+        if cfg.num_aux_hidden_states:
+            return cfg.num_aux_hidden_states, "num_aux_hidden_states"
+        if cfg.eagle_config_ids:
+            return len(cfg.eagle_config_ids), "eagle_config.eagle_aux_hidden_state_layer_ids"
+        return DEFAULT_AUX, "the default (no num_aux_hidden_states, no eagle_config ids)"
 
-SGLANG_LEGACY = Loader("sglang-legacy", "SGLang", "SGLang ≤ 0.5.10", False, 3, False, False)
-SGLANG_CURRENT = Loader("sglang-current", "SGLang", "SGLang ≥ 0.5.12", True, None, False, True)
-VLLM = Loader("vllm", "vLLM", "vLLM", True, 3, True, False)
+
+SGLANG_LEGACY = Loader("sglang-legacy", "SGLang", "SGLang ≤ 0.5.11", False, 3, False, False)
+SGLANG_CURRENT = Loader("sglang-current", "SGLang", "SGLang 0.5.12-0.5.16", True, None, False, True)
+SGLANG_INPUT_NORM = Loader("sglang-input-norm", "SGLang", "SGLang ≥ 0.5.17", True, None, False, True, True)
+VLLM = Loader("vllm", "vLLM", "vLLM", True, None, True, True, True, "input_layernorm", True)
 
 
 def parse_version(v: str) -> tuple[int, ...] | None:
@@ -57,22 +80,23 @@ def parse_version(v: str) -> tuple[int, ...] | None:
 
 
 def select_loaders(engine: str, version: str | None) -> list[Loader]:
-    """The loader generations to check against: both SGLang ones when the release is not known."""
+    """The loader generations to check against: the oldest and newest SGLang ones when the release is not
+    known."""
     if engine == "vllm":
         return [VLLM]
     if version is None:
-        return [SGLANG_LEGACY, SGLANG_CURRENT]
+        return [SGLANG_LEGACY, SGLANG_INPUT_NORM]
     if version.strip().lower() in ("main", "latest", "nightly", "dev", "head"):
-        return [SGLANG_CURRENT]
+        return [SGLANG_INPUT_NORM]
     parsed = parse_version(version)
     if parsed is None:
         raise ValueError(f"cannot read the engine version {version!r} (expected something like 0.5.6)")
     padded = (*parsed, 0, 0, 0)[:3]
     if padded <= SGLANG_LEGACY_MAX:
         return [SGLANG_LEGACY]
-    if padded >= SGLANG_CURRENT_MIN:
-        return [SGLANG_CURRENT]
-    return [SGLANG_LEGACY, SGLANG_CURRENT]
+    if padded >= SGLANG_INPUT_NORM_MIN:
+        return [SGLANG_INPUT_NORM]
+    return [SGLANG_CURRENT]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +113,7 @@ def expected_params(loader: Loader, cfg: DraftConfig) -> dict[str, Param]:
     """Every parameter the engine builds for this draft config, keyed by checkpoint name."""
     H = cfg.hidden_size
     Ht = cfg.fed_hidden_size
-    A = loader.fixed_aux or cfg.aux_count()[0]
+    A = loader.aux_count(cfg)[0]
     heads, kv = cfg.num_attention_heads, cfg.num_key_value_heads
     hd = cfg.head_dim or (H // heads if H and heads else None)
     inter = cfg.intermediate_size
@@ -109,6 +133,8 @@ def expected_params(loader: Loader, cfg: DraftConfig) -> dict[str, Param]:
     if loader.fc_norm and cfg.fc_norm:
         for i in range(A):
             add(f"fc_norm.{i}.weight", (Ht,), role="per-aux norm")
+    if loader.input_norm and cfg.norm_before_fc:
+        add("input_norm.weight", (Ht * A if Ht else None,), role="the norm before fc")
     n_layers = cfg.num_hidden_layers if loader.layered else 1
     for i in range(n_layers):
         p = loader.layer_prefix(i)
@@ -123,18 +149,17 @@ def expected_params(loader: Loader, cfg: DraftConfig) -> dict[str, Param]:
         add(p + "mlp.up_proj.weight", (inter, H), role=f"draft layer {i}")
         add(p + "mlp.down_proj.weight", (H, inter), role=f"draft layer {i}")
         add(p + "post_attention_layernorm.weight", (H,), role=f"draft layer {i}")
-        add(
-            p + "hidden_norm.weight",
-            (H,),
-            required=i == 0 or loader.key == "sglang-current",
-            role=f"draft layer {i}",
-        )
+        # layer 0 uses both; layers >= 1 build both but use only loader.later_norm
+        add(p + "hidden_norm.weight", (H,), i == 0 or loader.later_norm == "hidden_norm", f"draft layer {i}")
         add(
             p + "input_layernorm.weight",
             (H,),
-            required=i == 0 or loader.key == "vllm",
-            role=f"draft layer {i}",
+            i == 0 or loader.later_norm == "input_layernorm",
+            f"draft layer {i}",
         )
+        if cfg.layer_model_type == "qwen3" and loader.engine == "vLLM":
+            add(p + "self_attn.q_norm.weight", (hd,), role=f"draft layer {i}")
+            add(p + "self_attn.k_norm.weight", (hd,), role=f"draft layer {i}")
     add("norm.weight", (H,), role="final norm")
     if not cfg.tie_word_embeddings:
         # the draft borrows the target's head only where the engine does that (see consistency.vocab);
@@ -151,7 +176,7 @@ def resolve(loader: Loader, key: str, params: dict[str, Param]) -> str | None:
     """The parameter (checkpoint name, or ``d2t`` / ``t2d``) the engine loads ``key`` into, or None when the
     key matches nothing (SGLang: silently skipped; vLLM: the load aborts)."""
     name = key
-    if loader.key == "sglang-current":
+    if loader.key.startswith("sglang-") and loader.layered:
         name = name.replace("midlayer", "layers.0")
         for old, new in AUX_NORM_RENAMES:
             name = name.replace(old, new)
