@@ -200,7 +200,7 @@ def cmd_check_draft(args: argparse.Namespace) -> int:
         "summary": summary_line(findings),
         "exit_code": code,
         "renamed_copy": str(fixed) if fixed else None,
-        "load": load_outcome(findings),
+        "load": load_outcome(findings, args.engine),
     }
     if args.json:
         json.dump(report, sys.stdout, indent=2, ensure_ascii=False)

@@ -58,7 +58,10 @@ def vocab(cfg: DraftConfig, tcfg: TargetConfig | None, draft: Checkpoint, engine
                     "d2t_shape",
                     "error",
                     f"{k} has shape {list(t.shape)}, expected [{dv}] (draft_vocab_size)",
-                    effect="the draft→target id map is misaligned: proposals map to the wrong tokens",
+                    effect="vLLM refuses the load (shape error)"
+                    if engine == "vllm"
+                    else "SGLang loads it without a word: the draft→target id map is misaligned and "
+                    "proposals map to the wrong tokens",
                     fix="re-export d2t for this draft's vocabulary",
                     keys=(k,),
                 )

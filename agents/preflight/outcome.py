@@ -25,8 +25,14 @@ REFUSING = {
 IGNORED_KEYS = ("t2d",)
 
 
-def load_outcome(findings: list[Finding]) -> dict[str, Any]:
-    refusing = sorted({f.code for f in findings if f.code in REFUSING and f.severity == "error"})
+# vLLM builds draft_id_to_target_id with the draft vocabulary's length and copies d2t into it (a shape
+# error when they differ); SGLang takes d2t as it is
+REFUSING_ON = {"vllm": {"d2t_shape"}, "sglang": set()}
+
+
+def load_outcome(findings: list[Finding], engine: str = "sglang") -> dict[str, Any]:
+    codes = REFUSING | REFUSING_ON.get(engine, set())
+    refusing = sorted({f.code for f in findings if f.code in codes and f.severity == "error"})
     dropped: set[str] = set()
     missing: set[str] = set()
     for f in findings:

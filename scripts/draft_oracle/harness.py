@@ -85,6 +85,7 @@ def run_load(
             if p.is_floating_point():
                 p.data.fill_(math.nan)
     seen: dict[int, str] = {}
+    keep: list[torch.Tensor] = []
     names: list[str] = []
     reached: set[str] = set()
 
@@ -122,6 +123,7 @@ def run_load(
 
     def feed() -> Iterable[tuple[str, torch.Tensor]]:
         for name, t in iterator():
+            keep.append(t)  # alive until the end: a freed tensor's id could be reused by a loader's view
             seen[id(t)] = name
             if t._base is not None:
                 seen[id(t._base)] = name
