@@ -225,13 +225,16 @@ def register(sub: Any) -> None:
         help="draft checkpoint directory (config.json + *.safetensors), or a hub id in the local HF cache",
     )
     p.add_argument(
-        "--target", metavar="TARGET", help="target checkpoint directory (checks widths, layers, vocab)"
+        "--target",
+        metavar="TARGET",
+        help="target checkpoint directory, or just its config.json (checks widths, aux layers, vocab)",
     )
     p.add_argument("--engine", choices=("sglang", "vllm"), default="sglang", help="engine that will load it")
     p.add_argument(
         "--engine-version",
         metavar="V",
-        help="engine release, e.g. 0.5.6 (SGLang's weight names changed in 0.5.11-0.5.12; without it both are checked)",
+        help="engine release, e.g. 0.5.6 (SGLang's loader changed in 0.5.12 and 0.5.17; without it the oldest "
+        "and newest loaders are both checked)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable report on stdout (for CI)")
     p.add_argument(

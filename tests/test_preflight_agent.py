@@ -81,9 +81,9 @@ def test_event_carries_the_findings(tmp_path: Path) -> None:
     ev = preflight_event(draft, findings, ts=1000.0)
     assert ev.kind == "draft_preflight" and ev.severity == "error" and ev.rank is None
     assert ev.fields["errors"] == 2 and ev.fields["exit_code"] == 2
-    assert ev.fields["codes"] == "aux_layers_default,dropped_keys,lm_head_missing"
+    assert ev.fields["codes"] == "aux_layers_resolved,dropped_keys,lm_head_missing"
     rows = json.loads(str(ev.fields["findings_json"]))
-    assert {r["code"] for r in rows} == {"dropped_keys", "lm_head_missing", "aux_layers_default"}
+    assert {r["code"] for r in rows} == {"dropped_keys", "lm_head_missing", "aux_layers_resolved"}
     assert "silently dropped" in ev.message
     # the event passes the server's validation of the wire contract
     from pydantic import TypeAdapter

@@ -31,6 +31,13 @@ SILENT = (
     "collapses to ~1 token per step"
 )
 STRICT = 'the draft load aborts with "There is no module or parameter named …"'
+# dropped keys for modules the engine does not build at all: the draft runs without them
+NOT_BUILT = {
+    "the q/k norms": "skipped without a word at load: the draft's attention runs without its q/k norms, so "
+    "drafts are noise and acceptance collapses to ~1 token per step",
+    "the norm before fc": "skipped without a word at load: the aux states reach fc unnormalised, unlike in "
+    "training, and acceptance collapses",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,13 @@ def _config_fix(ctx: Context, loader: Loader, key: str) -> tuple[str, Severity, 
             f'{deepest}: set "num_hidden_layers": {deepest + 1}',
             "error",
             f"draft layer {m.group(1)}",
+        )
+    if key.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) and loader.engine == "SGLang":
+        return (
+            "a Qwen3 draft (per-head q/k norms): SGLang's LlamaForCausalLMEagle3 builds Llama attention without "
+            "them and has no Qwen3 EAGLE-3 class; serve it with vLLM (Eagle3Qwen3ForCausalLM)",
+            "error",
+            "the q/k norms",
         )
     if key.endswith("input_norm.weight") and "layers." not in key:
         if loader.input_norm:
@@ -207,6 +221,8 @@ def dropped_keys(ctx: Context, loader: Loader) -> tuple[list[Finding], set[str]]
             effect = (
                 STRICT if loader.strict else SILENT.format(what=what) if sev == "error" else "skipped at load"
             )
+            if what in NOT_BUILT:
+                effect = NOT_BUILT[what]
         findings.append(
             Finding(
                 code="rejected_keys" if loader.strict and kind != "silent" else "dropped_keys",

@@ -50,7 +50,6 @@ def row(engine: str, version: str, r: dict) -> dict:
     if r["stage"] == "load" and "refused" not in r:
         out["dropped"] = [k for k in r["dropped"] if k != "t2d"]
         out["missing"] = [k for k in r["missing"] if not any(p.fullmatch(k) for p in unused)]
-        out["loaded"] = r["loaded"]
     for k in ("class", "arch", "d2t_len", "lm_head_from_target", "other_class"):
         if k in r:
             out[k] = r[k]
