@@ -11,11 +11,9 @@ to size shards; GPU-only packages are import stubs (stubs.py), never called.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -133,36 +131,11 @@ def load_one(path: str, names: set[str]) -> dict[str, Any]:
     return row
 
 
-def main(drafts: Path, out: Path) -> None:
+def main(drafts: str, out: Path) -> None:
     setup_parallel()
     names = registry_names()
-    rows = {}
-    DEBUG = os.environ.get("ORACLE_DEBUG")
-    # DRAFTS is a colon-separated list of directories; a second one holds check-draft's fixed copies
-    dirs = [Path(x) for x in str(drafts).split(":") if x]
-    for d in sorted(
-        (p for root in dirs if root.is_dir() for p in root.iterdir() if p.is_dir()),
-        key=lambda p: (p.parent.name != "drafts", p.name),
-    ):
-        name = d.name if d.parent.name == "drafts" else f"fix~{d.name}"
-        try:
-            rows[name] = load_one(str(d), names)
-            if DEBUG and "refused" in rows[name]:
-                traceback.print_exc()
-        except Exception as exc:
-            rows[name] = {
-                "stage": "oracle",
-                "refused": harness.short(exc),
-                "trace": traceback.format_exc()[-2000:],
-            }
-    out.write_text(
-        json.dumps(
-            {"engine": "sglang", "version": VERSION, "stubbed": sorted(stubs.USED), "rows": rows},
-            indent=1,
-            sort_keys=True,
-        )
-    )
+    harness.run_all(drafts, lambda d: load_one(d, names), "sglang", VERSION, sorted(stubs.USED), out)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(sys.argv[1], Path(sys.argv[2]))

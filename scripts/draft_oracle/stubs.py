@@ -80,6 +80,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install(names: list[str]) -> None:
     """Stub each top-level package in ``names`` that is not installed."""
     for n in names:
-        if "." in n or (n not in sys.modules and importlib.util.find_spec(n) is None):  # a compiled extension inside an engine package (e.g. vllm._C): stubbed as named
+        if "." in n or (
+            n not in sys.modules and importlib.util.find_spec(n) is None
+        ):  # a compiled extension inside an engine package (e.g. vllm._C): stubbed as named
             STUBBED.add(n)
     sys.meta_path.append(_Finder())

@@ -18,7 +18,9 @@ MARK = {"clean": "✓", "incomplete": "◐", "refused": "✗"}
 
 def main() -> None:
     rows = t.DATA["rows"]
-    cols = sorted({(r["engine"], r["version"]) for r in rows}, key=lambda c: (c[0], [int(x) for x in c[1].split(".")]))
+    cols = sorted(
+        {(r["engine"], r["version"]) for r in rows}, key=lambda c: (c[0], [int(x) for x in c[1].split(".")])
+    )
     root = Path(tempfile.mkdtemp())
     target = root / "target"
     t.write_config(target, t.DATA["targets"]["llama"])
@@ -41,9 +43,15 @@ def main() -> None:
             continue
         print(f"| `{n}` | " + " | ".join(cells.get((n, c), "") for c in cols) + " |")
     fixes = [(n, c) for (n, c) in cells if n.startswith("fix~")]
-    print("| **check-draft's fixes** (own release only) | " + " | ".join(
-        f"{sum(cells[(n, c)].startswith('✓') for n, cc in fixes if cc == c)} of "
-        f"{sum(1 for n, cc in fixes if cc == c)} clean" for c in cols) + " |")
+    print(
+        "| **check-draft's fixes** (own release only) | "
+        + " | ".join(
+            f"{sum(cells[(n, c)].startswith('✓') for n, cc in fixes if cc == c)} of "
+            f"{sum(1 for n, cc in fixes if cc == c)} clean"
+            for c in cols
+        )
+        + " |"
+    )
     print("| **agreement** | " + " | ".join(f"{agree[c]}/{total[c]}" for c in cols) + " |")
 
 

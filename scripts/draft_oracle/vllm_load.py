@@ -13,10 +13,8 @@ the compiled extensions (``vllm._C``) and GPU-only packages are import stubs (st
 from __future__ import annotations
 
 import glob
-import json
 import os
 import sys
-import traceback
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -110,35 +108,13 @@ def load_one(path: str, target: str) -> dict[str, Any]:
     return row
 
 
-def main(drafts: Path, target: Path, out: Path) -> None:
+def main(drafts: str, target: Path, out: Path) -> None:
     setup()
     import vllm
 
-    rows = {}
-    # DRAFTS is a colon-separated list of directories; a second one holds check-draft's fixed copies
-    dirs = [Path(x) for x in str(drafts).split(":") if x]
-    for d in sorted(
-        (p for root in dirs if root.is_dir() for p in root.iterdir() if p.is_dir()),
-        key=lambda p: (p.parent.name != "drafts", p.name),
-    ):
-        name = d.name if d.parent.name == "drafts" else f"fix~{d.name}"
-        try:
-            rows[name] = load_one(str(d), str(target))
-        except Exception as exc:
-            rows[name] = {
-                "stage": "oracle",
-                "refused": harness.short(exc),
-                "trace": traceback.format_exc()[-2000:],
-            }
     version = getattr(vllm, "__version__", "") or Path(vllm.__file__).parent.parent.name.split("-")[-1]
-    out.write_text(
-        json.dumps(
-            {"engine": "vllm", "version": version, "stubbed": sorted(stubs.USED), "rows": rows},
-            indent=1,
-            sort_keys=True,
-        )
-    )
+    harness.run_all(drafts, lambda d: load_one(d, str(target)), "vllm", version, sorted(stubs.USED), out)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
