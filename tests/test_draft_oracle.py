@@ -160,3 +160,57 @@ def test_cli_json_on_a_speculators_draft_for_sglang(built: tuple[Path, Path]) ->
     report = json.loads(proc.stdout)
     assert proc.returncode == 2 and report["load"]["outcome"] == "refused"
     assert [f["code"] for f in report["findings"] if f["severity"] == "error"] == ["config_unreadable"]
+
+
+def test_write_renamed_makes_what_sglang_loaded_clean(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """--write-renamed on a speculators draft for SGLang writes the copy the oracle loaded clean: the same
+    config and the same tensor names, dtypes and shapes as the recorded fix~ checkpoint."""
+    from app.check_draft import cmd_check_draft
+
+    root, target = built
+    for version, name in (("0.5.23", "spec-train-2layer"), ("0.5.11", "spec-train-no-input-norm")):
+        dest = tmp_path / f"fixed-{version}"
+        args = argparse.Namespace(
+            draft=str(build(root, name)),
+            target=str(target),
+            engine="sglang",
+            engine_version=version,
+            json=True,
+            write_renamed=str(dest),
+        )
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            cmd_check_draft(args)
+        report = json.loads(out.getvalue())
+        assert report["load"]["outcome"] == "clean" and "the config SGLang reads" in err.getvalue()
+        recorded = DATA["checkpoints"][f"fix~{name}~sglang-{version}"]
+        written = json.loads((dest / "config.json").read_text())
+        assert written == recorded["config"]
+        assert written["architectures"] == ["LlamaForCausalLMEagle3"] and written["model_type"] == "llama"
+        # speculators' ids [1, 3, 4] mean "after 1, 3, 4 layers"; SGLang's id k is the output of layer k
+        assert written["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 3]
+        from agents.preflight.headers import read_header
+
+        for fname, tensors in recorded["files"].items():
+            got = {k: [t.dtype, list(t.shape)] for k, t in read_header(dest / fname).tensors.items()}
+            assert got == tensors
+        [row] = [
+            r
+            for r in DATA["rows"]
+            if r["checkpoint"] == f"fix~{name}~sglang-{version}" and r["version"] == version
+        ]
+        assert oracle_says(row)["outcome"] == "clean"
+
+
+def test_json_even_when_the_draft_cannot_be_read(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "check-draft", str(tmp_path / "nowhere"), "--engine", "vllm", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=120,
+    )
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 2 and report["load"]["outcome"] == "unreadable"
+    assert "does not exist" in report["error"]
