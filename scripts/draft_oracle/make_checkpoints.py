@@ -74,6 +74,8 @@ def spec_train(
         Qwen3Config.from_pretrained(target) if "qwen3" in target.name else LlamaConfig.from_pretrained(target)
     )
     tcfg.num_hidden_layers = layers
+    if getattr(tcfg, "layer_types", None):  # speculators' train CLI writes one entry per draft layer
+        tcfg.layer_types = tcfg.layer_types[:layers]
     tcfg._attn_implementation = "eager"
     cfg = Eagle3SpeculatorConfig(
         transformer_layer_config=tcfg,
