@@ -196,7 +196,47 @@ def _print_human(results: list[ScenarioResult]) -> None:
     )
 
 
+def cmd_corpus(args: argparse.Namespace) -> int:
+    """``eval --corpus DIR``: the real-log cases, scored; exit 1 when an unambiguous case is wrong that the
+    baseline (DIR/expected-failures.toml, or --baseline) does not list."""
+    from pathlib import Path
+
+    from app import corpus
+    from app.settings import Settings
+
+    cfg = Settings().detect
+    results, baseline = [], {}
+    try:
+        for d in args.corpus:
+            cases = corpus.load_cases(Path(d))
+            if args.scenario:
+                cases = [c for c in cases if c.stem in args.scenario]
+            for c in cases:
+                results.append(corpus.score_case(c, cfg))
+            b = Path(args.baseline) if args.baseline else Path(d) / corpus.BASELINE_NAME
+            baseline.update(corpus.load_baseline(b))
+    except corpus.CaseError as exc:
+        raise CommandError(str(exc)) from None
+    if not results:
+        raise CommandError(f"no case (<stem>.log + <stem>.toml) in {', '.join(args.corpus)}")
+    regressions, fixed = corpus.gate(results, baseline)
+    if args.json:
+        out = {
+            "passed": not regressions,
+            "summary": corpus.summary(results),
+            "regressions": [r.case.stem for r in regressions],
+            "fixed": fixed,
+            "cases": [corpus.result_json(r) for r in results],
+        }
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        corpus.print_table(results, regressions, fixed)
+    return 1 if regressions else 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.corpus:
+        return cmd_corpus(args)
     from agents.sim import scenario_names
 
     names = args.scenario or scenario_names()
@@ -231,7 +271,18 @@ def register(sub: Any) -> None:
         description="Each scenario of agents/sim plays on a virtual clock through the same parser, rank state and "
         "detector the server runs. Prints expected vs detected incidents, latency from onset, culprit, false positives.",
     )
-    p.add_argument("scenario", nargs="*", help="only these scenarios (default: all)")
+    p.add_argument("scenario", nargs="*", help="only these scenarios (with --corpus: these case stems)")
+    p.add_argument(
+        "--corpus",
+        metavar="DIR",
+        action="append",
+        help="score the real-log cases in DIR (tests/corpus/README.md) instead of the simulator; repeatable",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="known-wrong cases (default DIR/expected-failures.toml): only a case wrong and not listed fails",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     p.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
     p.set_defaults(func=cmd_eval)

@@ -46,6 +46,7 @@ class OfflineRun:
         self.detector = Detector(cfg or DetectConfig())
         self.tick_s = tick_s
         self.next_tick: float | None = None
+        self.until: float | None = None  # where the virtual clock stopped (replay: past the last line)
         self.ledger = Ledger()
 
     @property

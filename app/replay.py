@@ -7,13 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from datetime import UTC, datetime
+import os
+import time
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 from agents import ranklabel, wire
 from app.cli import CommandError
-from app.detect import DetectConfig
+from app.detect import HANG_KINDS, DetectConfig
 from app.offline import OfflineRun
 from app.rankstate import LaunchState
 
@@ -21,19 +23,23 @@ from app.rankstate import LaunchState
 MAX_TICKED_GAP_S = 3600.0
 
 
-def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]]:
+def parse_files(
+    paths: list[Path], tz: Any = UTC, base_date: date | None = None
+) -> list[tuple[str, wire.Event]]:
     """(host, event) of every file, in time order. Each file gets its own parser; its rank tags come from the
-    lines, or from the file name for untagged lines (``sglang-TP3.log``)."""
+    lines, or from the file name for untagged lines (``sglang-TP3.log``). ``base_date`` dates headers that
+    carry no year (vLLM, glog) or no date (old SGLang) until a dated line is seen."""
     from agents.logparse import LogParser
 
     out: list[tuple[str, wire.Event]] = []
     for path in paths:
-        # a header without a year or date (glog, old SGLang) is dated as the agent's tailer dates it: by the file
+        # a header without a year or date (glog, old SGLang) is dated as the agent's tailer dates it: by the
+        # file, unless the caller knows the year (a corpus case's sidecar, --year)
         parser = LogParser(
             tz=tz,
             default_rank=ranklabel.from_filename(str(path)),
             source=f"log:{path}",
-            base_date=datetime.fromtimestamp(path.stat().st_mtime, tz).date(),
+            base_date=base_date or datetime.fromtimestamp(path.stat().st_mtime, tz).date(),
         )
         host = path.stem
         with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
@@ -44,23 +50,40 @@ def parse_files(paths: list[Path], tz: Any = UTC) -> list[tuple[str, wire.Event]
     return out
 
 
+def _advance(run: OfflineRun, t: float) -> None:
+    if run.next_tick is not None and t - run.next_tick > MAX_TICKED_GAP_S:
+        run.advance(run.next_tick + MAX_TICKED_GAP_S)
+        run.next_tick = t
+    run.advance(t)
+
+
 def replay(
-    paths: list[Path], cfg: DetectConfig | None = None, tick_s: float = 2.0, until: float | None = None
+    paths: list[Path],
+    cfg: DetectConfig | None = None,
+    tick_s: float = 2.0,
+    base_date: date | None = None,
+    until: float | None = None,
+    stalled_for_s: float | None = None,
 ) -> tuple[OfflineRun, list[tuple[str, wire.Event]]]:
-    """``until``: let the clock run to this time after the last line (a log that ends mid-stall)."""
+    """Replay ``paths``; the virtual clock runs on past the last line to ``until`` (epoch seconds) or for
+    ``stalled_for_s``: a log that ends mid-stall then reports the stall and how long it lasted at least."""
     # logs carry no agent heartbeat: silence in them is never an agent going away
     cfg = (cfg or DetectConfig()).model_copy(update={"agent_silent_enabled": False})
     run = OfflineRun(cfg, tick_s=tick_s)
-    events = parse_files(paths)
+    events = parse_files(paths, base_date=base_date)
     for host, ev in events:
-        if run.next_tick is not None and ev.ts - run.next_tick > MAX_TICKED_GAP_S:
-            run.advance(run.next_tick + MAX_TICKED_GAP_S)
-            run.next_tick = ev.ts
-        run.advance(ev.ts)
+        _advance(run, ev.ts)
         run.events(host, [ev])
     if events:
+        last = events[-1][1].ts
         # judge the state the last lines left (a confirmed signal opens at once, a suspicion after open_after_s)
-        run.advance(until if until is not None else events[-1][1].ts + cfg.open_after_s + 2 * tick_s)
+        end = last + cfg.open_after_s + 2 * tick_s
+        if stalled_for_s is not None:
+            end = max(end, last + stalled_for_s)
+        if until is not None:
+            end = max(end, until)
+        _advance(run, end)
+        run.until = end
     return run, events
 
 
@@ -93,10 +116,21 @@ def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, A
             "last_progress": r.last_progress_what,
             "last_log": r.last_log,
         }
+    moved = [r.last_progress_at for r in st.ranks.values()]
+    incidents = []
+    for inc in run.incidents:
+        row = inc.to_json()
+        # a stall still open where the clock stopped lasted at least this long (from the incident's opening)
+        end = inc.resolved_at if inc.resolved_at is not None else run.until
+        row["open_for_s"] = None if end is None else round(end - inc.opened_at, 1)
+        if inc.kind in HANG_KINDS and inc.resolved_at is None and end is not None and moved:
+            row["stalled_for_s"] = round(end - max(moved), 1)  # no rank moved for at least this long
+        incidents.append(row)
     return {
         "files_span": {"first": events[0][1].ts, "last": events[-1][1].ts} if events else None,
+        "until": run.until,
         "events": len(events),
-        "incidents": [i.to_json() for i in run.incidents],
+        "incidents": incidents,
         "ranks": ranks,
         "ready_at": st.ready_at,
         "acceptance": acceptance(st),
@@ -105,6 +139,30 @@ def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, A
 
 def _t(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "-"
+    m, sec = divmod(int(s), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m {sec:02d}s" if h else f"{m}m {sec:02d}s"
+
+
+def until_epoch(value: str, paths: list[Path]) -> float:
+    """``--until``: ``now`` (this machine's clock), ``mtime`` (the files' last write: when the log stopped
+    growing) or a time ``YYYY-MM-DD HH:MM[:SS]`` (UTC unless it carries an offset)."""
+    if value == "now":
+        return time.time()
+    if value == "mtime":
+        return max(os.stat(p).st_mtime for p in paths)
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise CommandError(
+            f"--until must be now, mtime or a time like 2025-06-26 09:47:18, not {value!r}"
+        ) from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
 def print_human(rep: dict[str, Any]) -> None:
@@ -117,7 +175,13 @@ def print_human(rep: dict[str, Any]) -> None:
         f"\nINCIDENTS ({len(incs)})" if incs else "\nINCIDENTS: none — nothing stalled, crashed or misbehaved"
     )
     for inc in incs:
-        end = f"resolved {_t(inc['resolved_at'])}" if inc["resolved_at"] else "still open at end of log"
+        end = (
+            f"resolved {_t(inc['resolved_at'])}"
+            if inc["resolved_at"]
+            else f"still open at {_t(rep['until'])}, {_dur(inc['open_for_s'])} after it opened"
+        )
+        if inc.get("stalled_for_s") is not None:
+            end += f"; no rank moved for at least {_dur(inc['stalled_for_s'])}"
         culprit = f" culprit {inc['culprit']}" if inc["culprit"] else ""
         print(
             f"\n  {inc['kind'].upper()}{culprit} [{inc['confidence']}]  opened {_t(inc['opened_at'])}, {end}"
@@ -153,7 +217,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot read {', '.join(missing)}: no such file")
     from app.settings import Settings
 
-    run, events = replay(paths, cfg=Settings().detect)
+    until = until_epoch(args.until, paths) if args.until else None
+    base = date(args.year, 1, 1) if args.year else None
+    run, events = replay(paths, cfg=Settings().detect, base_date=base, until=until)
     if not events:
         raise CommandError("no engine log lines with timestamps in " + ", ".join(args.files), exit_code=1)
     rep = report(run, events)
@@ -174,4 +240,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="engine log file(s)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the report")
+    p.add_argument(
+        "--until",
+        metavar="TIME|mtime|now",
+        help="let the clock run past the last line to TIME (UTC), the files' mtime or now: a log that ends "
+        "mid-stall then reports the stall and how long it lasted at least",
+    )
+    p.add_argument(
+        "--year", type=int, help="the year of headers that carry none (vLLM, glog), until a dated line"
+    )
     p.set_defaults(func=cmd_replay)

@@ -66,17 +66,19 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     if live:
         ev.append(evidence(now, None, "peers still alive", f"{len(live)}: they will hang waiting for it"))
     what = excerpt(sig.message, 160)
+    phase = first.phases[-2].phase if len(first.phases) > 1 else "starting"
     others = f" ({len(dead) - 1} more rank(s) went down after it)" if len(dead) > 1 else ""
     return Finding(
         key=f"crash:{st.key}",
         kind="rank_crashed",
         launch=st.key,
-        summary=f"{first.label} crashed in {first.phases[-2].phase if len(first.phases) > 1 else 'starting'}: {what}{others}.",
+        summary=f"{first.label} crashed in {phase}: {what}{others}.",
         culprit=first.label,
         ranks=[r.label for _, r, _ in dead],
         evidence=ev,
         confidence="confirmed",
         since=first_ts,
+        phase=phase,
     )
 
 

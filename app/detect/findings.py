@@ -59,6 +59,8 @@ class Finding:
     stack_requests: list[tuple[str, int]] = field(default_factory=list)
     # when the problem began (last progress + expected interval), for the incident's opened_at
     since: float | None = None
+    # the phase the launch was in (a stall's, a crash's): DESIGN.md's phase vocabulary
+    phase: str | None = None
 
 
 @dataclass(slots=True)

@@ -54,6 +54,12 @@ def _phase(r: RankState) -> str:
     return r.stalled_from if r.phase == "stalled" and r.stalled_from else r.phase
 
 
+def launch_phase(st: LaunchState) -> str | None:
+    """Where most live ranks are (a stalled rank counts where it stalled)."""
+    phases = Counter(_phase(r) for r in st.ranks.values() if r.phase not in TERMINAL_PHASES)
+    return phases.most_common(1)[0][0] if phases else None
+
+
 def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tuple[str, int]]:
     ordered = sorted(ranks, key=lambda r: (r.label not in culprits, r.label))
     return [(r.host, r.pid) for r in ordered if r.pid is not None][:3]
@@ -169,6 +175,7 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         evidence=body[:MAX_EVIDENCE],
         stack_requests=_stack_requests(live, culprits),
         since=since,
+        phase=phase,
     )
 
 
@@ -215,6 +222,7 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         evidence=body[:MAX_EVIDENCE],
         stack_requests=_stack_requests(live, culprits),
         since=last + cfg.stall_serving_s,
+        phase="serving",
     )
 
 
@@ -275,6 +283,7 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         confidence="confirmed",
         confirmed_by=[first_kind],
         since=sigs[0][1].ts,
+        phase=launch_phase(st),
     )
 
 
@@ -318,4 +327,5 @@ def divergence(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None
         ranks=odd,
         evidence=ev,
         since=(r.nccl_completed_at or now) + window,
+        phase=_phase(r),
     )

@@ -34,6 +34,7 @@ class IncidentRecord:
     severity: str = "critical"
     upgraded_at: float | None = None
     resolved_at: float | None = None
+    phase: str | None = None  # where the launch was when it opened (the hang's phase, the crash's)
 
     @classmethod
     def opened(cls, f: Finding, at: float) -> IncidentRecord:
@@ -51,6 +52,7 @@ class IncidentRecord:
             launch=f.launch,
             host=f.host,
             severity=f.severity,
+            phase=f.phase,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -63,6 +65,7 @@ class IncidentRecord:
             "resolved_at": self.resolved_at,
             "confidence": self.confidence,
             "confirmed_by": self.confirmed_by,
+            "phase": self.phase,
             "summary": self.summary,
             "evidence": self.evidence,
         }
