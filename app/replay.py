@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import os
 import time
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -155,7 +154,7 @@ def until_epoch(value: str, paths: list[Path]) -> float:
     if value == "now":
         return time.time()
     if value == "mtime":
-        return max(os.stat(p).st_mtime for p in paths)
+        return max(p.stat().st_mtime for p in paths)
     try:
         dt = datetime.fromisoformat(value)
     except ValueError:

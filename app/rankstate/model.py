@@ -77,6 +77,7 @@ class AcceptReport:
     accept_rate: float | None
     batch: int | None  # running requests when it was reported: speculation may be off above a batch size
     per_pos: tuple[float, ...] | None = None  # acceptance rate of each draft position (vLLM says)
+    drafted: int | None = None  # drafted tokens the report says it covers (vLLM)
 
 
 @dataclass(slots=True)
@@ -324,7 +325,7 @@ _LAUNCH_FIELDS = (
 def launch_to_json(st: LaunchState) -> dict[str, Any]:
     """What the server keeps of a launch's own state (ranks are stored separately), plus an acceptance summary."""
     out: dict[str, Any] = {k: getattr(st, k) for k in _LAUNCH_FIELDS}
-    out["accept"] = [[a.ts, a.accept_len, a.accept_rate, a.batch] for a in st.accept[-100:]]
+    out["accept"] = [[a.ts, a.accept_len, a.accept_rate, a.batch, a.drafted] for a in st.accept[-100:]]
     recent = [a.accept_len for a in st.accept[-20:] if a.accept_len is not None]
     out["accept_len_recent"] = round(sum(recent) / len(recent), 3) if recent else None
     base = st.accept_history.baseline
@@ -337,6 +338,9 @@ def launch_from_json(st: LaunchState, data: dict[str, Any]) -> None:
     for k in _LAUNCH_FIELDS:
         if k in data:
             setattr(st, k, data[k])
-    st.accept = [AcceptReport(*a) for a in data.get("accept", [])]
+    st.accept = [
+        AcceptReport(a[0], a[1], a[2], a[3], drafted=a[4] if len(a) > 4 else None)
+        for a in data.get("accept", [])
+    ]
     if isinstance(data.get("accept_baseline"), dict):
         st.accept_history.baseline = data["accept_baseline"]  # app/detect/drift.py reads it back

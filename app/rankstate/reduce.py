@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
 
 from agents import wire
-from app.rankstate.accept_history import per_position
+from app.rankstate.infer import (
+    BATCHES,
+    SINGLE_RANK,
+    backfill,
+    batch_phase,
+    global_label,
+    phase_hint,
+    single_scheduler,
+    unseen_start,
+)
 from app.rankstate.model import (
     ACCEPT_HISTORY,
     CLEAN_EXIT_CODES,
@@ -24,11 +32,18 @@ from app.rankstate.model import (
     progress,
     set_phase,
 )
+from app.rankstate.serving import _int, produced, serving_event
 
-_PHASE_OF_EVENT = {
+# A milestone line -> the phase the rank is in after it. A line that ends a step puts the rank in the step
+# that follows (issue 18: seven ranks past 'Load weight end' are not "loading weights"; they wait in what
+# comes next, and that is where to look).
+PHASE_OF_EVENT = {
     "dist_init_begin": "dist_init",
+    "dist_init_end": "loading_weights",
     "load_begin": "loading_weights",
+    "load_end": "kv_alloc",
     "kv_alloc": "kv_alloc",
+    "mem_pool_end": "cuda_graph_capture",
     "capture_begin": "cuda_graph_capture",
     "capture_end": "warmup",
 }
@@ -68,9 +83,12 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
     st = fleet.launch(launch)
     label = ev.rank
     if label is None and ev.fields.get("global_rank") is not None:
-        label = rank_for_global(st, int(ev.fields["global_rank"] or 0))
+        n = int(ev.fields["global_rank"] or 0)
+        label = rank_for_global(st, n) or global_label(st.ranks, n)
     if label is None and ev.kind == "child_crashed":
         label = _crashed_child(fleet, st, host, ev)
+    if label is None and single_scheduler(st, ev):
+        label = SINGLE_RANK
     if ev.kind == "stacks":
         pid = ev.fields.get("pid")
         owner = fleet.by_pid.get((host, int(pid))) if isinstance(pid, int) else None
@@ -118,7 +136,7 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
             if r.phase == "loading_weights":
                 r.shards_done, r.shards_total = _int(ev.fields.get("done")), _int(ev.fields.get("total"))
     elif k in ("decode_batch", "prefill_batch", "spec_metrics"):
-        _serving_event(st, None, ev)
+        serving_event(st, None, ev)
     elif k == "weights_warning":
         _remember(st.weights_warnings, _signal(ev), SIGNAL_HISTORY)
     elif k == "draft_preflight":
@@ -127,21 +145,15 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 
 
-def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
-def _float(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
 def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
     k = ev.kind
     f = ev.fields
+    if unseen_start(r) and (hint := phase_hint(st, ev)):
+        backfill(r, hint)
     if k in MILESTONES:
         r.milestones += 1
         r.last_milestone = k
-    phase = _PHASE_OF_EVENT.get(k)
+    phase = PHASE_OF_EVENT.get(k)
     if phase and r.phase not in TERMINAL_PHASES:
         if r.phase == "stalled":
             r.stalled_from = None
@@ -163,10 +175,8 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         r.shards_done, r.shards_total = _int(f.get("done")), _int(f.get("total"))
         st.shard_progress_at = ev.ts
     elif k in ("decode_batch", "prefill_batch", "spec_metrics"):
-        if r.phase in ("ready", "warmup") or (r.phase == "stalled" and r.stalled_from in ("ready", "warmup")):
-            r.stalled_from = None
-            set_phase(r, "serving", ev.ts)
-        _serving_event(st, r, ev)
+        batch_phase(st, r, ev)
+        serving_event(st, r, ev)
     elif k == "nccl_work_update":
         enq, comp = _int(f.get("enqueued")), _int(f.get("completed"))
         if comp is not None and comp != r.nccl_completed:
@@ -178,7 +188,7 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         r.nccl_seq = _int(f.get("seq"))
     elif k == "weights_warning":
         _remember(st.weights_warnings, _signal(ev), SIGNAL_HISTORY)
-    if k in _PROGRESS_EVENTS and k != "spec_metrics":
+    if k in _PROGRESS_EVENTS and k != "spec_metrics" and (produced(ev) or k not in BATCHES):
         progress(r, ev.ts, _describe(ev))
     if k in _CONFIRMED or (ev.severity == "critical" and k not in ("raw", "gpu_xid")):
         _remember(r.signals, _signal(ev), SIGNAL_HISTORY)
@@ -192,6 +202,7 @@ _CONFIRMED = frozenset(
         "nccl_timeout",
         "nccl_heartbeat",
         "nccl_dump",
+        "watchdog_debug",
         "traceback",
         "scheduler_exception",
         "child_crashed",
@@ -209,38 +220,6 @@ def _describe(ev: wire.Event) -> str:
     if ev.kind == "capture_progress":
         return f"captured {f.get('done')}/{f.get('total')} batch sizes"
     return ev.message[:200] or ev.kind
-
-
-def _serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
-    f = ev.fields
-    running, queued = _int(f.get("running_req")), _int(f.get("queue_req"))
-    if running is not None:
-        st.running_req = running
-        st.load_seen_at = ev.ts
-    if queued is not None:
-        st.queue_req = queued
-    if ev.kind in ("decode_batch", "prefill_batch"):
-        st.last_decode_at = ev.ts
-        for other in st.ranks.values():
-            # one stats rank speaks for the server: its peers move with it
-            if other is not r and other.phase in ("ready", "serving", "stalled"):
-                if other.phase == "ready":
-                    set_phase(other, "serving", ev.ts)
-                progress(other, ev.ts, "server decoding")
-                st.dirty.add(other.label)
-    acc_len, acc_rate = _float(f.get("accept_len")), _float(f.get("accept_rate"))
-    if acc_len is not None and acc_len < 1.0:
-        acc_len = (
-            None  # below 1 is impossible while speculating: no verify step ran (an idle server prints 0)
-        )
-    if running == 0:
-        acc_len = acc_rate = None  # nothing decoded: the numbers say nothing about the draft
-    if acc_len is not None or acc_rate is not None:
-        st.speculative = True
-        if acc_len is not None and acc_len >= GOOD_ACCEPT_LEN and running is not None:
-            st.good_batch_max = max(running, st.good_batch_max or 0)
-        report = AcceptReport(ev.ts, acc_len, acc_rate, running, per_pos=per_position(f))
-        _remember(st.accept, report, ACCEPT_HISTORY)
 
 
 def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -> None:
@@ -297,8 +276,6 @@ MEM_RISE_BYTES = 256 * 1024 * 1024
 # a GPU at least this busy at more than this share of its power limit is computing, not spinning in a collective
 GPU_ACTIVE_PCT = 20.0
 SPIN_POWER_RATIO = 0.25
-# accept length that counts as speculation working, remembered per batch size to recognise "off by design"
-GOOD_ACCEPT_LEN = 1.5
 
 
 def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:

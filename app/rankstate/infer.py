@@ -1,0 +1,169 @@
+"""What a rank is doing when its start-up was never seen: a log excerpt, or an agent started mid-run.
+
+A rank that never logged a start-up line sits in ``starting`` only because nothing better is known; what it
+prints next says where it is. A rank printing decode batches is serving; one whose scheduler watchdog fired
+is serving (SGLang arms it only after start-up); one whose traceback runs through ``capture_one`` was
+capturing CUDA graphs. Pure functions over the rank state, no clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from agents import wire
+from app.rankstate.model import MILESTONES, STARTUP_PHASES, LaunchState, PhaseSpan, RankState, set_phase
+
+# Python traceback frames: File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 296, in capture
+_FRAME = re.compile(r'File "([^"\n]{1,400})", line \d+, in ([\w<>.]{1,120})')
+# (phase, words in a frame's file or function), checked in order for each frame
+_FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("serving", ("event_loop", "run_batch", "busy_loop", "execute_model", "process_input_queue")),
+    ("cuda_graph_capture", ("capture",)),
+    (
+        "kv_alloc",
+        (
+            "init_memory_pool",
+            "profile_max_num_token",
+            "initialize_kv_cache",
+            "determine_available_memory",
+            "profile_run",
+        ),
+    ),
+    ("loading_weights", ("load_model", "load_weights", "model_loader")),
+    (
+        "dist_init",
+        ("init_torch_distributed", "init_distributed_environment", "initialize_model_parallel"),
+    ),
+    ("warmup", ("warmup", "warm_up")),
+)
+# kinds that only a scheduler (or vLLM's engine core) logs about itself: with no tagged rank in the launch,
+# an untagged one comes from the single scheduler of a TP=1 server (SGLang prints no tag for a dimension of 1)
+SCHEDULER_KINDS = frozenset(
+    {
+        "dist_init_begin",
+        "dist_init_end",
+        "load_begin",
+        "load_end",
+        "kv_alloc",
+        "mem_pool_end",
+        "capture_begin",
+        "capture_end",
+        "decode_batch",
+        "prefill_batch",
+        "spec_metrics",
+        "scheduler_exception",
+        "watchdog_timeout",
+        "watchdog_debug",
+    }
+)
+SINGLE_RANK = "TP0"
+
+
+def global_label(labels: Iterable[str], n: int) -> str | None:
+    """A label for PyTorch's global rank ``n`` not seen yet: ``rankN`` in a torch job (no engine tags), ``TPn``
+    beside plain TP labels; None where the engine's layout says no more (DP attention, PP)."""
+    known = list(labels)
+    if all(lab.startswith("rank") for lab in known):
+        return f"rank{n}"
+    if all(lab.startswith("TP") and lab[2:].isdigit() for lab in known):
+        return f"TP{n}"
+    return None
+
+
+def phase_from_traceback(text: str) -> str | None:
+    """The phase a traceback was raised in, from its frames. An outermost serving loop decides (a weight
+    update or a graph replay inside it is still serving); otherwise the innermost start-up step does."""
+    found: list[str] = []
+    for m in _FRAME.finditer(text):
+        where = f"{m.group(1).rsplit('/', 1)[-1]} {m.group(2)}".lower()
+        for phase, words in _FRAME_PHASES:
+            if any(w in where for w in words):
+                found.append(phase)
+                break
+    if not found:
+        return None
+    if found[0] == "serving":
+        return "serving"
+    startup = [p for p in found if p != "serving"]
+    return startup[-1] if startup else "serving"
+
+
+def unseen_start(r: RankState) -> bool:
+    """The rank's start-up was never seen: ``starting`` means "unknown", not "importing"."""
+    return r.milestones == 0 and all(p.phase in ("starting", "crashed") for p in r.phases)
+
+
+def backfill(r: RankState, phase: str) -> None:
+    """A rank whose start-up was never seen turns out to be in ``phase``: relabel its ``starting`` spans (it
+    was doing this all along), keeping a terminal phase that came after."""
+    if not unseen_start(r):
+        return
+    for span in r.phases:
+        if span.phase == "starting":
+            span.phase = phase
+    if r.phase == "starting":
+        r.phase = phase
+    if not r.phases:
+        r.phases.append(PhaseSpan(phase, r.first_seen))
+
+
+def phase_before_crash(r: RankState) -> str:
+    """The phase a crashed rank was in (a stall counts as where it stalled)."""
+    for span in reversed(r.phases[:-1] if r.phase == "crashed" else r.phases):
+        if span.phase not in ("stalled", "crashed", "exited"):
+            return span.phase
+    return "starting"
+
+
+def single_scheduler(st: LaunchState, ev: wire.Event) -> bool:
+    """An untagged scheduler line in a launch with no tagged rank: a TP=1 server's one scheduler (SGLang tags
+    only dimensions above 1), or vLLM's engine. Its traceback follows its 'Scheduler hit an exception'."""
+    if st.ranks and set(st.ranks) != {SINGLE_RANK}:
+        return False
+    if ev.kind in SCHEDULER_KINDS:
+        return True
+    r = st.ranks.get(SINGLE_RANK)
+    return (
+        ev.kind == "traceback"
+        and r is not None
+        and bool(r.signals)
+        and r.signals[-1].kind == "scheduler_exception"
+        and abs(r.signals[-1].ts - ev.ts) <= 2.0
+    )
+
+
+def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
+    """The phase a rank whose start-up was never seen is in, from what it just did."""
+    k = ev.kind
+    if k in ("decode_batch", "prefill_batch", "spec_metrics", "watchdog_timeout", "watchdog_debug"):
+        return "serving"  # SGLang's scheduler watchdog is armed only once the server serves
+    if k == "traceback":
+        return phase_from_traceback(ev.message)
+    if k == "capture_progress":
+        return "cuda_graph_capture"
+    if k == "shard_progress":
+        return "loading_weights"
+    if k in MILESTONES:
+        return None
+    if st.last_decode_at is not None:
+        return "serving"
+    return "ready" if st.ready_at is not None else None
+
+
+BATCHES = frozenset({"decode_batch", "prefill_batch"})
+
+
+def batch_phase(st: LaunchState, r: RankState, ev: wire.Event) -> None:
+    """A decode batch means serving, whatever milestone came last (the ready line may be cut from an
+    excerpt); a prefill before the server is ready is its warm-up request."""
+    cur = r.stalled_from if r.phase == "stalled" and r.stalled_from else r.phase
+    if ev.kind == "prefill_batch" and st.ready_at is None and cur in STARTUP_PHASES:
+        new = "warmup"
+    elif cur in ("ready", "warmup") or (ev.kind == "decode_batch" and cur in STARTUP_PHASES):
+        new = "serving"
+    else:
+        return
+    if new != r.phase:
+        r.stalled_from = None
+        set_phase(r, new, ev.ts)

@@ -1,0 +1,97 @@
+"""Serving reports folded into launch state: decode/prefill batches, vLLM's periodic stats, acceptance.
+
+One stats rank speaks for the server (SGLang's attention-TP rank 0, vLLM's engine), so a batch line moves every
+peer. What counts as evidence of the draft is drafted tokens, not lines: vLLM prints one aggregate line per
+interval covering hundreds of drafted tokens; SGLang one line per 40 decode steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents import wire
+from app.rankstate.accept_history import per_position
+from app.rankstate.infer import backfill, unseen_start
+from app.rankstate.model import (
+    ACCEPT_HISTORY,
+    AcceptReport,
+    LaunchState,
+    RankState,
+    _remember,
+    progress,
+    set_phase,
+)
+
+# accept length that counts as speculation working, remembered per batch size to recognise "off by design"
+GOOD_ACCEPT_LEN = 1.5
+# SGLang logs a decode line every 40 decode steps (--decode-log-interval); each step verifies at least one
+# drafted token per running request: the least a line can cover
+SGLANG_DECODE_LOG_STEPS = 40
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _float(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def produced(ev: wire.Event) -> bool:
+    """A batch line that shows output. vLLM prints its stats line every 10 s whether or not anything moved:
+    zero prompt and generation throughput with requests running is a server standing still, not progress."""
+    if ev.kind not in ("decode_batch", "prefill_batch"):
+        return False
+    f = ev.fields
+    if f.get("engine") == "vllm":
+        return bool(_float(f.get("gen_throughput")) or _float(f.get("prompt_throughput")))
+    return True
+
+
+def drafted_tokens(ev: wire.Event, running: int | None) -> int | None:
+    """How many drafted tokens a report covers: vLLM says (``Drafted: N tokens``); an SGLang decode line
+    covers at least 40 verify steps of every running request."""
+    drafted = _int(ev.fields.get("drafted"))
+    if drafted is not None:
+        return drafted
+    if ev.kind == "decode_batch" and running:
+        return SGLANG_DECODE_LOG_STEPS * running
+    return None
+
+
+def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
+    f = ev.fields
+    running, queued = _int(f.get("running_req")), _int(f.get("queue_req"))
+    if running is not None:
+        st.running_req = running
+        st.load_seen_at = ev.ts
+    if queued is not None:
+        st.queue_req = queued
+    if produced(ev):
+        st.last_decode_at = ev.ts
+        for other in st.ranks.values():
+            if other is r:
+                continue
+            if unseen_start(other) and other.phase == "starting":
+                backfill(other, "serving")  # an excerpt's silent peers: the server they belong to serves
+            # one stats rank speaks for the server: its peers move with it
+            if other.phase in ("ready", "serving", "stalled"):
+                if other.phase == "ready":
+                    set_phase(other, "serving", ev.ts)
+                progress(other, ev.ts, "server decoding")
+                st.dirty.add(other.label)
+    acc_len, acc_rate = _float(f.get("accept_len")), _float(f.get("accept_rate"))
+    if acc_len is not None and acc_len < 1.0:
+        acc_len = (
+            None  # below 1 is impossible while speculating: no verify step ran (an idle server prints 0)
+        )
+    if running == 0 or _int(f.get("drafted")) == 0:
+        acc_len = acc_rate = None  # nothing decoded: the numbers say nothing about the draft
+    if acc_len is not None or acc_rate is not None:
+        st.speculative = True
+        if acc_len is not None and acc_len >= GOOD_ACCEPT_LEN and running is not None:
+            st.good_batch_max = max(running, st.good_batch_max or 0)
+        report = AcceptReport(
+            ev.ts, acc_len, acc_rate, running, per_pos=per_position(f), drafted=drafted_tokens(ev, running)
+        )
+        _remember(st.accept, report, ACCEPT_HISTORY)
