@@ -8,6 +8,7 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,23 @@ def parse_files(
             base_date=base_date or datetime.fromtimestamp(path.stat().st_mtime, tz).date(),
         )
         host = path.stem
+        evs: list[wire.Event] = []
         with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
             for line in fh:
-                out += [(host, e) for e in parser.feed(line)]
-        out += [(host, e) for e in parser.flush()]
+                evs += parser.feed(line)
+        evs += parser.flush()
+        out += [(host, e) for e in _dated(evs)]
     out.sort(key=lambda he: he[1].ts)
     return out
+
+
+def _dated(evs: list[wire.Event]) -> list[wire.Event]:
+    """Lines before a file's first timestamp (a pasted excerpt that starts inside a traceback) carry none
+    (ts 0): they happened at about the first dated line, not in 1970."""
+    first = next((e.ts for e in evs if e.ts > 0), None)
+    if first is None:
+        return evs
+    return [e if e.ts > 0 else replace(e, ts=first) for e in evs]
 
 
 def _advance(run: OfflineRun, t: float) -> None:

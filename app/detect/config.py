@@ -36,6 +36,13 @@ class DetectConfig(BaseModel):
         "reads, CPU and GPU flat, or GPUs only spinning in a collective): a stall, long before the per-phase "
         "intervals below run out.",
     )
+    logs_only_quiet_s: float = Field(
+        240.0,
+        description="With logs alone (replay: no GPU, process or disk samples) no sign of work can be seen, so "
+        "a start-up phase must be this quiet (or its expected interval, if longer) before it is a stall: "
+        "DeepGEMM/torch.compile JIT and draft graph captures print nothing for minutes. Still minutes before "
+        "PyTorch's 480-600 s timeouts.",
+    )
     # --- GPU signature
     spin_util_pct: float = Field(
         90.0, description="Utilisation at or above which a quiet GPU may be spinning."
@@ -58,6 +65,11 @@ class DetectConfig(BaseModel):
     low_accept_rate: float = Field(0.05, description="Accept rate at or below this is 'near 0'.")
     low_accept_min_reports: int = Field(
         8, description="Decode reports needed in the window before low acceptance is called."
+    )
+    low_accept_min_drafted: int = Field(
+        200,
+        description="Or this many drafted tokens reported in the window (vLLM prints one line per interval "
+        "covering hundreds): zero of hundreds accepted is low acceptance from the first line.",
     )
     low_accept_window_s: float = Field(300.0, description="Window of decode reports judged for acceptance.")
     low_accept_fraction: float = Field(0.75, description="Share of low reports in the window that opens.")

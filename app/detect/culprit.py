@@ -59,6 +59,16 @@ def minority(values: dict[str, float], lower: bool = True) -> list[str]:
     return odd
 
 
+def behind(values: dict[str, float]) -> list[str]:
+    """Ranks at the lowest position when positions differ, no more of them than ranks ahead: a collective
+    count is directional, so with two ranks the one behind is still the odd one out."""
+    if len(values) < 2 or len(set(values.values())) < 2:
+        return []
+    low = min(values.values())
+    odd = [k for k, v in values.items() if v == low]
+    return odd if len(odd) * 2 <= len(values) else []
+
+
 def odd_one_out(
     ranks: list[RankState], now: float, cfg: DetectConfig, with_milestones: bool
 ) -> tuple[list[str], list[Evidence], str]:
@@ -107,13 +117,13 @@ def behind_in_milestones(ranks: list[RankState]) -> tuple[list[str], str]:
 
 def behind_in_nccl(ranks: list[RankState]) -> tuple[list[str], str]:
     done = {r.label: float(r.nccl_completed) for r in ranks if r.nccl_completed is not None}
-    if len(done) >= 2 and (odd := minority(done)):
+    if len(done) >= 2 and (odd := behind(done)):
         return (
             odd,
             f"its NCCL work count ({int(done[odd[0]])} completed) is behind its peers' ({int(max(done.values()))})",
         )
     seq = {r.label: float(r.nccl_seq) for r in ranks if r.nccl_seq is not None}
-    if len(seq) >= 2 and (odd := minority(seq)):
+    if len(seq) >= 2 and (odd := behind(seq)):
         return (
             odd,
             f"it timed out on collective SeqNum={int(seq[odd[0]])}, one behind its peers' {int(max(seq.values()))}",

@@ -9,7 +9,16 @@ from agents import wire
 from app import acceptance
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
-from app.rankstate import CLEAN_EXIT_CODES, AcceptReport, Fleet, HostState, LaunchState, RankState, Signal
+from app.rankstate import (
+    CLEAN_EXIT_CODES,
+    AcceptReport,
+    Fleet,
+    HostState,
+    LaunchState,
+    RankState,
+    Signal,
+    phase_before_crash,
+)
 
 CRASH_SIGNALS = frozenset(
     {"process_exit", "process_gone", "child_crashed", "init_failed", "scheduler_exception"}
@@ -66,7 +75,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     if live:
         ev.append(evidence(now, None, "peers still alive", f"{len(live)}: they will hang waiting for it"))
     what = excerpt(sig.message, 160)
-    phase = first.phases[-2].phase if len(first.phases) > 1 else "starting"
+    phase = phase_before_crash(first)  # a rank that stalled and then died crashed where it stalled
     others = f" ({len(dead) - 1} more rank(s) went down after it)" if len(dead) > 1 else ""
     return Finding(
         key=f"crash:{st.key}",
@@ -169,8 +178,9 @@ def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | 
     if not st.speculative:
         return None
     window = [a for a in st.accept if now - a.ts <= cfg.low_accept_window_s]
-    if len(window) < cfg.low_accept_min_reports:
-        return None
+    drafted = sum(a.drafted or 0 for a in window)
+    if len(window) < cfg.low_accept_min_reports and drafted < cfg.low_accept_min_drafted:
+        return None  # judged by evidence, not lines: one vLLM line may cover hundreds of drafted tokens
 
     def low(a: AcceptReport) -> bool:
         if a.accept_len is not None:
@@ -198,6 +208,9 @@ def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | 
             else "n/a",
         ),
     ]
+    if drafted:
+        accepted = sum(int(a.drafted * (a.accept_rate or 0)) for a in window if a.drafted)
+        body.append(evidence(lows[-1].ts, None, "drafted tokens", f"{accepted} of {drafted} accepted"))
     if mean_rate is not None:
         body.append(evidence(lows[-1].ts, None, "accept rate", f"mean {mean_rate:.2f}"))
     batches = sorted({b for b in low_batches})

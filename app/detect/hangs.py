@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 
 from app.detect.config import DetectConfig
 from app.detect.culprit import (
+    behind,
     behind_in_nccl,
     cpu_busy,
     idle,
-    minority,
     odd_one_out,
     recent,
     signature,
@@ -24,11 +24,20 @@ from app.detect.culprit import (
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, Signal
 
+# The engines' own reports that a collective or a scheduler stopped: each opens (or confirms) the launch's
+# hang incident at once, as this kind. A dump signal is sent by the rank whose collective timed out; PyTorch's
+# failure report names the collective it gave up on; SGLang's watchdog prints its debug dump before the
+# timeout line, and an excerpt often keeps only the dump.
 HANG_SIGNALS = {
     "nccl_timeout": "nccl_timeout",
     "nccl_heartbeat": "nccl_timeout",
+    "nccl_dump": "nccl_timeout",
+    "nccl_failure": "nccl_timeout",
     "watchdog_timeout": "watchdog_timeout",
+    "watchdog_debug": "watchdog_timeout",
 }
+# PyTorch's reports say which collective each rank stands at; SGLang's watchdog fires on the stuck scheduler
+_SGLANG_WATCHDOG = frozenset({"watchdog_timeout", "watchdog_debug"})
 MAX_EVIDENCE = 24
 
 
@@ -55,9 +64,11 @@ def _phase(r: RankState) -> str:
 
 
 def launch_phase(st: LaunchState) -> str | None:
-    """Where most live ranks are (a stalled rank counts where it stalled)."""
+    """Where most live ranks are (a stalled rank counts where it stalled). An excerpt's ranks whose start-up
+    was never seen and that did nothing telling are 'starting' only for want of evidence: they do not vote."""
     phases = Counter(_phase(r) for r in st.ranks.values() if r.phase not in TERMINAL_PHASES)
-    return phases.most_common(1)[0][0] if phases else None
+    known = Counter({p: n for p, n in phases.items() if p != "starting"})
+    return (known or phases).most_common(1)[0][0] if phases else None
 
 
 def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tuple[str, int]]:
@@ -118,7 +129,11 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         quiet.append((r, q, cfg.dead_quiet_s))
     if not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in live):
         # logs alone (replay): "no sign of work" cannot be seen, so wait out each phase's expected interval
-        quiet = [(r, q, cfg.expected_s(_phase(r)) or cfg.starting_s) for r, q, _ in quiet]
+        # ... and at least logs_only_quiet_s: JIT compiles and draft captures print nothing for minutes
+        quiet = [
+            (r, q, max(cfg.expected_s(_phase(r)) or cfg.starting_s, cfg.logs_only_quiet_s))
+            for r, q, _ in quiet
+        ]
         if any(q <= exp for _, q, exp in quiet):
             return None
     if len(busy) * 2 >= len(live):
@@ -180,12 +195,15 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
 
 
 def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:
-    if st.ready_at is None and not st.last_decode_at:
+    # where serving was seen to begin: the ready line, a batch, or (an excerpt) a rank found serving
+    serving_since = [r.phase_since for r in live if _phase(r) == "serving"]
+    if st.ready_at is None and not st.last_decode_at and not serving_since:
         return None
     busy = (st.running_req or 0) + (st.queue_req or 0)
     if busy <= 0:
         return None  # an idle ready server is quiet by design
     marks = [t for t in (st.last_decode_at, st.gen_tokens_rise_at, st.ready_at) if t is not None]
+    marks = marks or serving_since[:1]
     last = max(marks) if marks else None
     if last is None or now - last <= cfg.stall_serving_s:
         return None
@@ -240,21 +258,8 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
     if not sigs:
         return base
     first_kind = HANG_SIGNALS[sigs[0][1].kind]
-    seqs = {lab: float(s.fields["seq"]) for lab, s in sigs if lab and isinstance(s.fields.get("seq"), int)}
     culprit = base.culprit if base else None
-    reason = ""
-    if (odd := minority(seqs)) and len(odd) == 1:
-        culprit, reason = (
-            odd[0],
-            f"it timed out on SeqNum={int(seqs[odd[0]])}, behind its peers' {int(max(seqs.values()))}",
-        )
-    elif culprit is None:
-        reporting = {lab for lab, _ in sigs if lab}
-        live = [r.label for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
-        silent = [lab for lab in live if lab not in reporting]
-        if reporting and silent and len(silent) * 2 < len(live):
-            culprit = silent[0] if len(silent) == 1 else None
-            reason = f"every peer's watchdog fired waiting for it ({', '.join(silent)} reported nothing)"
+    culprit, reason = _signal_culprit(st, sigs, culprit)
     sig_ev = [evidence(s.ts, lab, s.kind, s.message[:400]) for lab, s in sigs[-8:]]
     if base is not None:
         base.confidence = "confirmed"
@@ -276,7 +281,7 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         key=f"hang:{st.key}",
         kind=first_kind,
         launch=st.key,
-        summary=f"{what} fired on {len({lab for lab, _ in sigs})} rank(s){who}.",
+        summary=f"{what} fired on {len({lab for lab, _ in sigs})} rank(s){who}{_named(sigs)}.",
         culprit=culprit,
         ranks=sorted({lab for lab, _ in sigs if lab} | ({culprit} if culprit else set())),
         evidence=sig_ev,
@@ -285,6 +290,54 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         since=sigs[0][1].ts,
         phase=launch_phase(st),
     )
+
+
+def _named(sigs: list[tuple[str | None, Signal]]) -> str:
+    """The ranks PyTorch's dump signals say timed out ("... collective timeout from rank 2")."""
+    named = sorted(
+        {int(s.fields["from_rank"]) for _, s in sigs if isinstance(s.fields.get("from_rank"), int)}
+    )
+    return f"; the collective timed out on rank {', '.join(map(str, named))}" if named else ""
+
+
+def collective_position(sig: Signal) -> int | None:
+    """Which collective a PyTorch report says its rank stands at: the SeqNum that timed out, the work the
+    failure report names, or the one after the last completed."""
+    f = sig.fields
+    for key in ("seq", "failed_work"):
+        if isinstance(f.get(key), int):
+            return int(f[key])
+    done = f.get("completed")
+    return int(done) + 1 if isinstance(done, int) else None
+
+
+def _signal_culprit(
+    st: LaunchState, sigs: list[tuple[str | None, Signal]], culprit: str | None
+) -> tuple[str | None, str]:
+    """The rank the engines' reports point at: the one a collective behind its peers (lower SeqNum), the one
+    scheduler whose SGLang watchdog fired, or the one rank whose peers' PyTorch watchdogs all fired."""
+    pos: dict[str, float] = {}
+    for lab, s in sigs:
+        p = collective_position(s)
+        if lab and p is not None:
+            pos[lab] = min(pos.get(lab, p), p)
+    if (odd := behind(pos)) and len(odd) == 1:
+        return odd[0], (
+            f"it stands at collective SeqNum={int(pos[odd[0]])}, behind its peers' {int(max(pos.values()))}"
+        )
+    stuck = sorted({lab for lab, s in sigs if lab and s.kind in _SGLANG_WATCHDOG})
+    if len(stuck) == 1 and culprit is None:
+        return stuck[0], "its scheduler watchdog fired: it stopped making progress"
+    if culprit is None:
+        reporting = {lab for lab, _ in sigs if lab}
+        live = [r.label for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
+        silent = [lab for lab in live if lab not in reporting]
+        if reporting and silent and len(silent) * 2 < len(live):
+            return (
+                silent[0] if len(silent) == 1 else None,
+                f"every peer's watchdog fired waiting for it ({', '.join(silent)} reported nothing)",
+            )
+    return culprit, ""
 
 
 def divergence(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:

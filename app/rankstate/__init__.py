@@ -3,6 +3,7 @@
 ``model`` holds the state (plain dataclasses) and its summaries; ``reduce`` folds records into it.
 """
 
+from app.rankstate.infer import phase_before_crash
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
     LIVE_PHASES,
@@ -58,6 +59,7 @@ __all__ = [
     "launch_to_json",
     "mark_stalled",
     "note_gone",
+    "phase_before_crash",
     "progress",
     "rank_for_global",
     "set_phase",

@@ -58,6 +58,7 @@ SCHEDULER_KINDS = frozenset(
     }
 )
 SINGLE_RANK = "TP0"
+SERVING_COLLECTIVES = 1000
 
 
 def global_label(labels: Iterable[str], n: int) -> str | None:
@@ -140,6 +141,10 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
         return "serving"  # SGLang's scheduler watchdog is armed only once the server serves
     if k == "traceback":
         return phase_from_traceback(ev.message)
+    if k in ("nccl_timeout", "nccl_work_update", "nccl_dump"):
+        seen = [v for key in ("seq", "failed_work", "completed") if isinstance(v := ev.fields.get(key), int)]
+        # thousands of collectives completed: long past start-up (which takes tens to hundreds)
+        return "serving" if seen and max(seen) >= SERVING_COLLECTIVES else None
     if k == "capture_progress":
         return "cuda_graph_capture"
     if k == "shard_progress":

@@ -184,6 +184,8 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
             if r.nccl_completed is not None and comp > r.nccl_completed:
                 progress(r, ev.ts, f"NCCL work {comp} completed")
         r.nccl_enqueued, r.nccl_completed = enq, comp
+        if ev.severity == "error":  # the counters inside PyTorch's failure report: the failure itself
+            _remember(r.signals, replace(_signal(ev), kind="nccl_failure"), SIGNAL_HISTORY)
     elif k == "nccl_timeout":
         r.nccl_seq = _int(f.get("seq"))
     elif k == "weights_warning":

@@ -2,7 +2,8 @@
 
 One stats rank speaks for the server (SGLang's attention-TP rank 0, vLLM's engine), so a batch line moves every
 peer. What counts as evidence of the draft is drafted tokens, not lines: vLLM prints one aggregate line per
-interval covering hundreds of drafted tokens; SGLang one line per 40 decode steps.
+interval covering hundreds of drafted tokens; SGLang one line per 40 decode steps, which does not say how many
+tokens were drafted.
 """
 
 from __future__ import annotations
@@ -24,9 +25,6 @@ from app.rankstate.model import (
 
 # accept length that counts as speculation working, remembered per batch size to recognise "off by design"
 GOOD_ACCEPT_LEN = 1.5
-# SGLang logs a decode line every 40 decode steps (--decode-log-interval); each step verifies at least one
-# drafted token per running request: the least a line can cover
-SGLANG_DECODE_LOG_STEPS = 40
 
 
 def _int(v: Any) -> int | None:
@@ -48,15 +46,11 @@ def produced(ev: wire.Event) -> bool:
     return True
 
 
-def drafted_tokens(ev: wire.Event, running: int | None) -> int | None:
-    """How many drafted tokens a report covers: vLLM says (``Drafted: N tokens``); an SGLang decode line
-    covers at least 40 verify steps of every running request."""
-    drafted = _int(ev.fields.get("drafted"))
-    if drafted is not None:
-        return drafted
-    if ev.kind == "decode_batch" and running:
-        return SGLANG_DECODE_LOG_STEPS * running
-    return None
+def drafted_tokens(ev: wire.Event) -> int | None:
+    """How many drafted tokens a report says it covers (vLLM: ``Drafted: N tokens``). An SGLang decode line
+    does not say, and accept len 1.00 there may be speculation switched off above a batch size (no drafts
+    at all), so it counts as one report, not as drafts."""
+    return _int(ev.fields.get("drafted"))
 
 
 def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
@@ -92,6 +86,6 @@ def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
         if acc_len is not None and acc_len >= GOOD_ACCEPT_LEN and running is not None:
             st.good_batch_max = max(running, st.good_batch_max or 0)
         report = AcceptReport(
-            ev.ts, acc_len, acc_rate, running, per_pos=per_position(f), drafted=drafted_tokens(ev, running)
+            ev.ts, acc_len, acc_rate, running, per_pos=per_position(f), drafted=drafted_tokens(ev)
         )
         _remember(st.accept, report, ACCEPT_HISTORY)
