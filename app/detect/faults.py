@@ -171,13 +171,26 @@ def agents_silent(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
     return out
 
 
+def _accept_window(reports: list[AcceptReport], now: float, cfg: DetectConfig) -> list[AcceptReport]:
+    """The reports of the last ``low_accept_window_s``; when they are too few to judge, the latest ones back
+    to enough evidence: a vLLM line every 15 minutes still says the draft is rejected until one says not."""
+    window = [a for a in reports if now - a.ts <= cfg.low_accept_window_s]
+    i = len(reports) - len(window)
+    drafted = sum(a.drafted or 0 for a in window)
+    while i > 0 and len(window) < cfg.low_accept_min_reports and drafted < cfg.low_accept_min_drafted:
+        i -= 1
+        window.insert(0, reports[i])
+        drafted += reports[i].drafted or 0
+    return window
+
+
 def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:
     """Speculation on but the draft's tokens are not accepted (accept length near 1, rate near 0), sustained.
     Not when the engine turns speculation off above a batch size on purpose: then the low reports all sit at
     batch sizes above every well-accepted one."""
     if not st.speculative:
         return None
-    window = [a for a in st.accept if now - a.ts <= cfg.low_accept_window_s]
+    window = _accept_window(st.accept, now, cfg)
     drafted = sum(a.drafted or 0 for a in window)
     if len(window) < cfg.low_accept_min_reports and drafted < cfg.low_accept_min_drafted:
         return None  # judged by evidence, not lines: one vLLM line may cover hundreds of drafted tokens
