@@ -139,6 +139,24 @@ def test_ranks_past_a_milestone_wait_in_the_next_phase_not_the_one_they_finished
     assert (tp7.phase, tp7.stalled_from) == ("stalled", "loading_weights")
 
 
+def test_a_dp_rank_with_no_requests_is_serving_while_its_peers_decode(tmp_path: Path) -> None:
+    # DP attention: each DP rank logs its own batches; DP1 has no requests for ten minutes
+    lines = [
+        f"[2025-06-26 09:47:18 DP{i} TP{i}] Capture cuda graph end. Time elapsed: 48.20 s. mem usage=1.20 GB. "
+        "avail mem=1.80 GB."
+        for i in range(2)
+    ]
+    lines += [
+        f"[2025-06-26 {9 + (48 + m) // 60:02d}:{(48 + m) % 60:02d}:{s:02d} DP0 TP0] Decode batch, #running-req: 32, "
+        "#token: 51234, token usage: 0.04, cuda graph: True, gen throughput (token/s): 2890.55, #queue-req: 0"
+        for m in range(10)
+        for s in range(0, 60, 10)
+    ]
+    run = run_log(tmp_path, lines, 2025)
+    assert run.incidents == []
+    assert run.launch.ranks["DP1 TP1"].phase == "serving"
+
+
 def test_replay_until_reports_a_stall_the_log_ends_in_and_how_long_it_lasted(tmp_path: Path) -> None:
     # https://github.com/sgl-project/sglang/issues/6017: every rank enters capture, then nothing for 30 min
     p = tmp_path / "sglang-6017.log"

@@ -68,7 +68,11 @@ def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
                 continue
             if unseen_start(other) and other.phase == "starting":
                 backfill(other, "serving")  # an excerpt's silent peers: the server they belong to serves
-            # one stats rank speaks for the server: its peers move with it
+            # one stats rank speaks for the server: its peers move with it. With DP attention each DP rank
+            # logs only its own batches, and one with no requests logs nothing: it serves (idle), it is not
+            # still warming up, and its silence is no stall
+            if ev.kind == "decode_batch" and other.phase == "warmup":
+                set_phase(other, "serving", ev.ts)
             if other.phase in ("ready", "serving", "stalled"):
                 if other.phase == "ready":
                     set_phase(other, "serving", ev.ts)
