@@ -143,6 +143,8 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
         return phase_from_traceback(ev.message)
     if k in ("nccl_timeout", "nccl_work_update", "nccl_dump"):
         seen = [v for key in ("seq", "failed_work", "completed") if isinstance(v := ev.fields.get(key), int)]
+        if ev.fields.get("completed") == -1:
+            return "dist_init"  # its process group never completed a collective: still setting up
         # thousands of collectives completed: long past start-up (which takes tens to hundreds)
         return "serving" if seen and max(seen) >= SERVING_COLLECTIVES else None
     if k == "capture_progress":
