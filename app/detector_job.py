@@ -46,6 +46,7 @@ class _RankRow:
     id: int
     phase_ids: list[int] = field(default_factory=list)
     last_open: bool = False  # whether the last phase row was written without an end
+    last_phase: str | None = None  # the phase the last row was written with
     marker: tuple[Any, ...] = ()
     persisted_at: float = 0.0
 
@@ -154,7 +155,12 @@ class DetectorService:
             st.ranks[r.label] = r
             self.fleet.index_rank(st.key, r)
             self.rows[(st.key, r.label)] = _RankRow(
-                row.id, [p.id for p in phases], bool(phases) and phases[-1].ended_at is None, _marker(r), now
+                row.id,
+                [p.id for p in phases],
+                bool(phases) and phases[-1].ended_at is None,
+                phases[-1].phase if phases else None,
+                _marker(r),
+                now,
             )
         for inc in s.execute(select(models.Incident).where(models.Incident.status == "open")).scalars():
             self.incident_ids[inc.key] = inc.id
@@ -220,11 +226,14 @@ class DetectorService:
 
     def _persist_phases(self, s: Session, row: _RankRow, r: RankState) -> None:
         n = len(row.phase_ids)
-        if n and row.last_open and n <= len(r.phases) and r.phases[n - 1].ended_at is not None:
+        last = r.phases[n - 1] if n and n <= len(r.phases) else None
+        # the open band ends, or is relabelled: a rank whose start-up was never seen ('starting') turns out
+        # to have been serving all along (app/rankstate/infer.py)
+        if last and row.last_open and (last.ended_at is not None or last.phase != row.last_phase):
             s.execute(
                 update(models.RankPhase)
                 .where(models.RankPhase.id == row.phase_ids[-1])
-                .values(ended_at=r.phases[n - 1].ended_at)
+                .values(ended_at=last.ended_at, phase=last.phase)
             )
         new = r.phases[n:]
         if new:
@@ -246,6 +255,7 @@ class DetectorService:
             )
             row.phase_ids += list(ids)
         row.last_open = bool(r.phases) and r.phases[-1].ended_at is None
+        row.last_phase = r.phases[-1].phase if r.phases else None
 
     def _persist_launches(self, s: Session) -> None:
         for st in self.fleet.launches.values():

@@ -16,14 +16,12 @@ from sqlalchemy.orm import Session
 from agents import ranklabel
 from app import models
 from app.rankstate.model import PHASES
+from app.rankstate.reduce import PHASE_OF_EVENT
 
-# Log milestone -> the phase it starts. Used only when the detector has written no phase history.
+# Log milestone -> the phase the rank is in after it (the reducer's rule, so the timeline drawn from milestones
+# reads like the detector's). Used only when the detector has written no phase history.
 MILESTONE_PHASES = {
-    "dist_init_begin": "dist_init",
-    "load_begin": "loading_weights",
-    "kv_alloc": "kv_alloc",
-    "capture_begin": "cuda_graph_capture",
-    "capture_end": "warmup",
+    **PHASE_OF_EVENT,
     "decode_batch": "serving",
     "prefill_batch": "serving",
     "child_crashed": "crashed",
