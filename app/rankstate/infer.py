@@ -39,24 +39,14 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # kinds that only a scheduler (or vLLM's engine core) logs about itself: with no tagged rank in the launch,
 # an untagged one comes from the single scheduler of a TP=1 server (SGLang prints no tag for a dimension of 1)
-SCHEDULER_KINDS = frozenset(
-    {
-        "dist_init_begin",
-        "dist_init_end",
-        "load_begin",
-        "load_end",
-        "kv_alloc",
-        "mem_pool_end",
-        "capture_begin",
-        "capture_end",
-        "decode_batch",
-        "prefill_batch",
-        "spec_metrics",
-        "scheduler_exception",
-        "watchdog_timeout",
-        "watchdog_debug",
-    }
-)
+SCHEDULER_KINDS = MILESTONES | {
+    "decode_batch",
+    "prefill_batch",
+    "spec_metrics",
+    "scheduler_exception",
+    "watchdog_timeout",
+    "watchdog_debug",
+}
 SINGLE_RANK = "TP0"
 SERVING_COLLECTIVES = 1000
 
