@@ -217,7 +217,7 @@ def score_case(case: Case, cfg: DetectConfig | None = None) -> CaseResult:
     """Replay a case exactly as ``specwatch replay`` would (with the sidecar's year and ``stalled_for_s``)."""
     from app.replay import replay
 
-    base = date(case.year, 1, 1) if case.year else None
+    base = date(case.year, 12, 31) if case.year else None  # a year-less header dates to that year
     run, events = replay(case.logs, cfg=cfg, base_date=base, stalled_for_s=case.expect.stalled_for_s)
     res = judge(case, run.incidents)
     res.events = len(events)

@@ -229,7 +229,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from app.settings import Settings
 
     until = until_epoch(args.until, paths) if args.until else None
-    base = date(args.year, 1, 1) if args.year else None
+    base = date(args.year, 12, 31) if args.year else None  # year-less headers fall in that year
     run, events = replay(paths, cfg=Settings().detect, base_date=base, until=until)
     if not events:
         raise CommandError("no engine log lines with timestamps in " + ", ".join(args.files), exit_code=1)

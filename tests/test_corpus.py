@@ -20,7 +20,7 @@ def run_log(
 ) -> OfflineRun:
     p = tmp_path / name
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    run, _ = replay([p], base_date=date(year, 1, 1), **kw)  # type: ignore[arg-type]
+    run, _ = replay([p], base_date=date(year, 12, 31), **kw)  # type: ignore[arg-type]
     return run
 
 
