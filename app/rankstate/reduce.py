@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
-from agents import wire
+from agents import ranklabel, wire
 from app.rankstate.accept_history import per_position
 from app.rankstate.model import (
     ACCEPT_HISTORY,
@@ -33,19 +32,11 @@ _PHASE_OF_EVENT = {
     "capture_end": "warmup",
 }
 _PROGRESS_EVENTS = MILESTONES | {"shard_progress", "capture_progress", "decode_batch", "prefill_batch"}
-_TP_TAG = re.compile(r"(?:^|\s)TP(\d+)(?:\s|$)")
 
 
 def rank_for_global(st: LaunchState, global_rank: int) -> str | None:
-    """PyTorch names ranks by their global index; with plain TP that is the TP index of ``TPn``."""
-    label = f"TP{global_rank}"
-    if label in st.ranks:
-        return label
-    for lab in st.ranks:
-        m = _TP_TAG.search(lab)
-        if m and int(m.group(1)) == global_rank and len(lab.split()) > 1:
-            return lab
-    return None
+    """PyTorch names ranks by their global index: ``rankN`` in a torch job, the TP index of ``TPn`` in an engine."""
+    return ranklabel.label_for_global(st.ranks, global_rank)
 
 
 # ------------------------------------------------------------------------------------------------------
