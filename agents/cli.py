@@ -182,7 +182,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
             log.error("log tailing unavailable in this build (%s): logs are not collected", exc)
             src.logs_describe = f"engine logs: not collected ({exc})"
         if follow_outputs and src.logs is not None and hasattr(src.processes, "on_output"):
-            src.processes.on_output = src.logs.follow  # type: ignore[union-attr]
+            src.processes.on_output = getattr(src.logs, "follow", None)  # type: ignore[union-attr]
             if not log_paths:
                 src.logs_describe = "engine logs: the files engine processes write their output to"
     if "ras" in sources and args.ras != "off" and cluster is None:
@@ -238,7 +238,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
             return 2
         log.info("launched %s (pid %d); its output: %s", " ".join(command), pid, args.launch_log)
         if hasattr(agent.src.processes, "scope_pid"):
-            agent.src.processes.scope_pid = pid  # type: ignore[union-attr]  # its ranks, not a neighbour's
+            agent.src.processes.scope_pid = pid  # its ranks, not a neighbour's
 
     def on_signal(signum: int, _frame: Any) -> None:
         if session is not None:

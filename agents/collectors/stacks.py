@@ -29,7 +29,7 @@ log = logging.getLogger("specwatch.agent.stacks")
 
 _FRAME = re.compile(r"^\s+(\S.*?)\s+\((.*)\)\s*$")
 MAX_PENDING = 16
-REPEAT_AFTER_S = 30.0  # the server re-asks while a rank stays stuck; one dump per pid per this period
+REPEAT_AFTER_S = 2.0  # the server paces its asks (a quiet launch: every few s); this only bounds a runaway
 
 
 def find_py_spy() -> str | None:

@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from datetime import UTC, date, tzinfo
 from typing import Any
 
+from agents import ranklabel
 from agents.wire import Event
 
-from . import heads
+from . import heads, torchrun
 from .clock import LocalClock
 from .config import config_fields, is_config_dump
 from .progress import Bar, looks_like_bar, parse_bar
@@ -127,7 +128,14 @@ class LogParser:
         )
 
     def _tb_event(self, tb: Traceback) -> Event:
-        return self._make(tb.ts, "traceback", "error", tb.message(), tb.rank, tb.fields())
+        fields = tb.fields()
+        kind = "traceback"
+        # a worker's exception that says its collective timed out (or its peer went away): a hang signal
+        hit = torchrun.collective_error(str(fields.get("exc_message") or ""))
+        if hit is not None:
+            kind = hit[0]
+            fields = {**fields, **hit[2]}
+        return self._make(tb.ts, kind, "error", tb.message(), tb.rank, fields)
 
     def _line(self, s: str, now: float | None) -> list[Event]:
         if len(s) > PARSE_LIMIT:
@@ -146,6 +154,19 @@ class LogParser:
             c = s[0]
             if w.rank is not None:
                 return self._as_rank(w.rank, s, c, now, extra)
+        if c == "[" and s.startswith("[rank"):
+            pre = torchrun.prefixed_rank(s)  # PyTorch's per-rank prefix on a worker's own lines
+            if pre is not None:
+                label = ranklabel.torch_label(pre[0])
+                if not pre[1] or pre[1].isspace():
+                    if self._tb is not None:
+                        self._tb.add("")
+                    return []
+                out: list[Event] = []
+                if self._tb is not None and self._tb.rank != label:
+                    out.append(self._tb_event(self._tb))  # another rank's line: that traceback is complete
+                    self._tb = None
+                return out + self._as_rank(label, pre[1], pre[1][0], now, extra or {})
         return self._tb_then_parse(s, c, now, extra)
 
     def _tb_then_parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
@@ -173,6 +194,8 @@ class LogParser:
         if c == "[":
             return bool(heads.SGLANG.match(s) or heads.GLOG.match(s))
         if looks_like_bar(s):
+            return True
+        if c in "IWEF" and torchrun.HEAD.match(s):
             return True
         return bool(
             heads.DATED.match(s) or heads.VLLM.match(s) or heads.UVICORN.match(s) or heads.NCCL.match(s)
@@ -212,6 +235,10 @@ class LogParser:
                 fields: Fields = {"host": m.group(1)[:128], "pid": int(m.group(2)), "device": int(m.group(4))}
                 kind, sev, fields = nccl_message(m.group(5), s[m.end() :], fields)
                 return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
+        if c in "IWEF" and s[1:2].isdigit():
+            m = torchrun.HEAD.match(s)
+            if m:
+                return self._torchrun(m, s, now, extra)
         if c.isupper():
             m = heads.VLLM.match(s)
             if m:
@@ -284,6 +311,21 @@ class LogParser:
             for k, v in extra.items():
                 fields.setdefault(k, v)
         return self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)
+
+    def _torchrun(self, m: re.Match[str], s: str, now: float | None, extra: Fields | None) -> list[Event]:
+        """torchrun's year-less glog header (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874]``)."""
+        g = m.groups()
+        ts = self.clock.no_year(
+            int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), heads.frac((g[6] or "")[:6]),
+            self.last_ts, self._base(now),
+        )  # fmt: skip
+        msg = s[m.end() :]
+        hit = torchrun.launcher_message(msg)
+        if hit is None:
+            return self._message(self._ts(ts, now), msg, self.default_rank, glog_severity(g[0]), extra)
+        kind, sev, fields = hit
+        fields["source_file"] = g[8][:128]
+        return [self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)]
 
     def _uvicorn(self, s: str, end: int, level: str, now: float | None, extra: Fields | None) -> list[Event]:
         msg = s[end:]

@@ -36,6 +36,21 @@ class DetectConfig(BaseModel):
         "reads, CPU and GPU flat, or GPUs only spinning in a collective): a stall, long before the per-phase "
         "intervals below run out.",
     )
+    stack_quiet_s: float = Field(
+        6.0,
+        description="Every rank of a starting launch quiet this long: the agent is asked for a stack dump of "
+        "every rank. Stacks that split (most ranks waiting in torch.distributed, a few elsewhere) open the "
+        "incident without waiting for dead_quiet_s; every rank idle in the same place outside "
+        "torch.distributed (a job waiting by design) keeps it quiet. A split must show in two rounds of dumps "
+        "(stack_repeat_s apart) before it counts.",
+    )
+    stack_repeat_s: float = Field(
+        3.0, description="While a launch stays quiet, how often its ranks' stacks are asked for again."
+    )
+    stack_fresh_s: float = Field(
+        30.0,
+        description="Stack dumps older than this no longer say where a rank is: they are asked for again.",
+    )
     # --- GPU signature
     spin_util_pct: float = Field(
         90.0, description="Utilisation at or above which a quiet GPU may be spinning."

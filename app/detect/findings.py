@@ -46,6 +46,10 @@ class Finding:
     stack_requests: list[tuple[str, int]] = field(default_factory=list)
     # when the problem began (last progress + expected interval), for the incident's opened_at
     since: float | None = None
+    # not (yet) a problem to open: a suspicion that only asks for stack dumps (every rank quiet a while)
+    held: bool = False
+    # the evidence already held over time (a split seen in two rounds of stacks): no further hysteresis
+    settled: bool = False
 
 
 @dataclass(slots=True)

@@ -58,9 +58,11 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         return
     st = fleet.launch(launch)
     label = ev.rank
+    if label is not None and label not in st.ranks:
+        label = ranklabel.canonical(label, st.ranks)  # "[rank3]:" in an engine that names it TP3
     if label is None and ev.fields.get("global_rank") is not None:
         label = rank_for_global(st, int(ev.fields["global_rank"] or 0))
-    if label is None and ev.kind == "child_crashed":
+    if label is None and ev.kind in ("child_crashed", "closing_signal"):
         label = _crashed_child(fleet, st, host, ev)
     if ev.kind == "stacks":
         pid = ev.fields.get("pid")
@@ -171,6 +173,9 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         _remember(st.weights_warnings, _signal(ev), SIGNAL_HISTORY)
     if k in _PROGRESS_EVENTS and k != "spec_metrics":
         progress(r, ev.ts, _describe(ev))
+    elif k == "raw" and ev.severity in ("debug", "info") and ranklabel.is_torch(r.label):
+        # a torch.distributed job has no start-up milestones: a line its rank writes is its sign of life
+        progress(r, ev.ts, "log line")
     if k in _CONFIRMED or (ev.severity == "critical" and k not in ("raw", "gpu_xid")):
         _remember(r.signals, _signal(ev), SIGNAL_HISTORY)
         if k in ("child_crashed", "init_failed", "scheduler_exception") and r.phase not in TERMINAL_PHASES:
@@ -189,6 +194,11 @@ _CONFIRMED = frozenset(
         "init_failed",
         "health_check_failed",
         "nvml_error",
+        # torch.distributed: a collective or the rendezvous timed out, a peer went away, the launcher tore
+        # the rank down (its exit that follows is a consequence, not a crash of its own)
+        "collective_timeout",
+        "peer_lost",
+        "closing_signal",
     }
 )
 
@@ -267,7 +277,9 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         r.io_read_bytes = p.io_read_bytes
     if p.state in ("exited", "Z", "X") and r.exited_at is None:
         r.exited_at, r.exit_code = p.ts, p.exit_code
-        clean = p.exit_code in CLEAN_EXIT_CODES
+        # no exit code (not the agent's child) after the launcher sent it SIGTERM: torn down, not crashed
+        torn_down = p.exit_code is None and any(s.kind == "closing_signal" for s in r.signals)
+        clean = p.exit_code in CLEAN_EXIT_CODES or torn_down
         _remember(
             r.signals,
             Signal(
