@@ -104,8 +104,14 @@ class Detector:
         return opened
 
     def stack_wishes(self) -> list[tuple[str, int]]:
-        """(host, pid) of ranks whose stacks a suspicion not (yet) open asks for."""
-        return [rq for t in self.tracked.values() if not t.open for rq in t.finding.stack_requests]
+        """(host, pid) of ranks whose stacks a suspicion asks for, and an open stall whose stacks do not yet
+        agree over two rounds (the detector's job paces the asks: ``stack_repeat_s``)."""
+        return [
+            rq
+            for t in self.tracked.values()
+            if not t.open or t.finding.kind == "suspected_deadlock"
+            for rq in t.finding.stack_requests
+        ]
 
     def open_keys(self) -> set[str]:
         return {k for k, t in self.tracked.items() if t.open}

@@ -66,7 +66,7 @@ def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tup
 
 
 def _stack_evidence(st: LaunchState, since: float, live: list[RankState]) -> list[Evidence]:
-    groups, _ = stacks.rounds(st.stacks, since, [r.label for r in live])
+    groups, _, _ = stacks.rounds(st.stacks, since, [r.label for r in live])
     return stacks.evidence_rows(groups, len(live))
 
 
@@ -116,18 +116,22 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         return None  # someone is still moving
     onset = max(r.last_progress_at for r in live)
     labels = [r.label for r in live]
-    groups, before = stacks.rounds(st.stacks, max(onset, now - cfg.stack_fresh_s), labels)
+    groups, before, taken = stacks.rounds(st.stacks, onset, labels)
     said, odd = stacks.verdict(groups, labels)
     if said == "together":
-        return None  # every rank in the same place outside torch.distributed: working, or idle by design
+        if taken is not None and now - taken <= cfg.stack_fresh_s:
+            return None  # every rank in the same place outside torch.distributed: working, or idle by design
+        return _held(st, live)  # that picture is old: ask again, and stay quiet until it says otherwise
     if said == "split" and stacks.verdict(before, labels) != (said, odd):
         said = "mixed"  # one round may have caught a straggler on its way into the collective: ask again
         if least <= cfg.dead_quiet_s:
             return _held(st, live)
+    fresh = taken is not None and now - taken <= cfg.stack_fresh_s
+    on_cpu = {r for g in groups for r in g.active_ranks} if fresh else set()
     quiet: list[tuple[RankState, float, float]] = []
     busy: list[RankState] = []
     for r in live:
-        why = working(st, r, now, cfg)
+        why = working(st, r, now, cfg) or ("CPU busy" if r.label in on_cpu else None)
         if why and why != "CPU busy":
             return None  # loading from slow storage, or computing: let it work
         if why:
@@ -202,7 +206,10 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         culprit=culprits[0] if len(culprits) == 1 else None,
         ranks=culprits or sorted(r.label for r in live),
         evidence=body[:MAX_EVIDENCE],
-        stack_requests=_stack_requests(live, culprits),
+        # more rounds of stacks until two agree (or the picture is old): then the grouping is settled
+        stack_requests=[]
+        if said == "split" or (fresh and stacks.depth(st.stacks, onset, labels) >= 2)
+        else _stack_requests(live, culprits),
         since=since,
         settled=said == "split",
     )
@@ -285,14 +292,14 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         if reporting and silent and len(silent) * 2 < len(live):
             culprit = silent[0] if len(silent) == 1 else None
             reason = f"every peer's watchdog fired waiting for it ({', '.join(silent)} reported nothing)"
-    sig_ev = [evidence(s.ts, lab, s.kind, s.message[:400]) for lab, s in sigs[-8:]]
+    sig_ev = [evidence(s.ts, lab, s.kind, _said(s)) for lab, s in sigs[-8:]]
     if base is not None:
         base.confidence = "confirmed"
         base.confirmed_by = sorted({HANG_SIGNALS[s.kind] for _, s in sigs})
         base.evidence = (sig_ev + base.evidence)[:MAX_EVIDENCE]
         if culprit:
             base.culprit = culprit
-        base.summary = base.summary.rstrip(".") + f". Confirmed by the engine: {sigs[0][1].message[:160]}"
+        base.summary = base.summary.rstrip(".") + f". Confirmed by the engine: {_said(sigs[0][1])[:160]}"
         return base
     what = (
         "PyTorch's collective timeout"
@@ -316,6 +323,11 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         confirmed_by=[first_kind],
         since=sigs[0][1].ts,
     )
+
+
+def _said(s: Signal) -> str:
+    """What a signal says, in one line: a traceback's exception line rather than its first frames."""
+    return str(s.fields.get("exc_message") or s.message)[:400]
 
 
 def divergence(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:

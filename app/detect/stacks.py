@@ -44,6 +44,7 @@ Verdict = Literal["split", "together", "mixed"]
 class Place:
     """Where one rank's main thread is."""
 
+    key: str  # function and file: ranks a line apart in the same loop are in the same place
     where: str  # "all_reduce (distributed_c10d.py:3252)"
     waiting: bool  # inside torch.distributed: a collective, a barrier, the rendezvous
     active: bool | None  # on the CPU when dumped (None: not known)
@@ -60,6 +61,7 @@ class StackGroup:
     ts: float
     dump: str = ""
     frames: list[str] = field(default_factory=list)
+    active_ranks: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -90,7 +92,7 @@ def place(dump: str, fields: dict[str, Any] | None = None) -> Place | None:
     threads = [t for t in threads if t[2]]
     if not threads:
         top = (fields or {}).get("top_frame")
-        return Place(str(top), False, None) if top else None
+        return Place(str(top), str(top), False, None) if top else None
     state, _, frames = next((t for t in threads if t[1] == "MainThread"), threads[0])
     i = 0
     while i < len(frames) - 1 and any(w in frames[i][1] for w in _WRAPPERS):
@@ -104,7 +106,7 @@ def place(dump: str, fields: dict[str, Any] | None = None) -> Place | None:
     if state:
         active = state.startswith("active") or state in ("R", "gil")
     shown = [f"{f} ({p}:{n})" if n else f"{f} ({p})" for f, p, n in frames[:6]]
-    return Place(where, waiting and not importing, active, importing, shown)
+    return Place(f"{fn} ({path})", where, waiting and not importing, active, importing, shown)
 
 
 def group(dumps: Iterable[tuple[str, float, str, dict[str, Any]]]) -> list[StackGroup]:
@@ -117,17 +119,22 @@ def group(dumps: Iterable[tuple[str, float, str, dict[str, Any]]]) -> list[Stack
         if rank not in newest or ts >= newest[rank][0]:
             newest[rank] = (ts, dump, fields)
     groups: dict[str, StackGroup] = {}
+    lines: dict[str, list[str]] = {}
     for rank, (ts, dump, fields) in newest.items():
         p = place(dump, fields)
         if p is None:
             continue
-        g = groups.get(p.where)
+        g = groups.get(p.key)
         if g is None:
-            g = groups[p.where] = StackGroup(p.where, [], p.waiting, p.active, ts, dump, p.frames)
+            g = groups[p.key] = StackGroup(p.where, [], p.waiting, p.active, ts, dump, p.frames)
         g.ranks.append(rank)
+        lines.setdefault(p.key, []).append(p.where)
         g.ts = max(g.ts, ts)
         if p.active:
             g.active = True
+            g.active_ranks.append(rank)
+    for key, g in groups.items():
+        g.where = max(set(lines[key]), key=lines[key].count)  # the line most of its ranks are on
     out = sorted(groups.values(), key=lambda g: (-len(g.ranks), g.where))
     for g in out:
         g.ranks.sort(key=ranklabel.sort_key)
@@ -175,9 +182,10 @@ def verdict(groups: list[StackGroup], labels: list[str]) -> tuple[Verdict | None
 
 def rounds(
     stack_signals: Iterable[tuple[str | None, Any]], since: float, labels: list[str], gap_s: float = 1.0
-) -> tuple[list[StackGroup], list[StackGroup]]:
+) -> tuple[list[StackGroup], list[StackGroup], float | None]:
     """Groups of the newest dump of each rank in ``labels`` taken at or after ``since``, and of the dump
-    before it (at least ``gap_s`` older): a split seen in both rounds is a state, not a moment caught."""
+    before it (at least ``gap_s`` older): a split seen in both rounds is a state, not a moment caught. The
+    third value is the time of the oldest of the newest dumps (how fresh the picture is)."""
     wanted = set(labels)
     per: dict[str, list[Any]] = {}
     for rank, sig in stack_signals:
@@ -191,7 +199,16 @@ def rounds(
         prior = [x for x in sigs[:-1] if x.ts <= last.ts - gap_s]
         if prior:
             before.append((rank, prior[-1].ts, prior[-1].message, prior[-1].fields))
-    return group(newest), group(before)
+    return group(newest), group(before), min((ts for _, ts, _, _ in newest), default=None)
+
+
+def depth(stack_signals: Iterable[tuple[str | None, Any]], since: float, labels: list[str]) -> int:
+    """How many dumps the least-dumped rank in ``labels`` has had since ``since``: rounds taken."""
+    counts = dict.fromkeys(labels, 0)
+    for rank, sig in stack_signals:
+        if rank in counts and sig.ts >= since and sig.fields.get("ok") is not False:
+            counts[rank] += 1
+    return min(counts.values(), default=0)
 
 
 def evidence_rows(groups: list[StackGroup], total: int) -> list[dict[str, Any]]:

@@ -285,7 +285,9 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
             Signal(
                 p.ts,
                 "process_exit",
-                f"process {p.pid} exited with code {p.exit_code}",
+                f"process {p.pid} exited with code {p.exit_code}"
+                if p.exit_code is not None
+                else f"process {p.pid} exited (its exit code is its parent's to see, not the agent's)",
                 {"exit_code": p.exit_code},
             ),
             SIGNAL_HISTORY,
