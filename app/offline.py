@@ -43,7 +43,8 @@ class OfflineRun:
 
     def __init__(self, cfg: DetectConfig | None = None, tick_s: float = 2.0) -> None:
         self.fleet = Fleet()
-        self.detector = Detector(cfg or DetectConfig())
+        # offline, no agent answers stack requests: nothing to wait for
+        self.detector = Detector((cfg or DetectConfig()).model_copy(update={"stack_wait_s": 0.0}))
         self.tick_s = tick_s
         self.next_tick: float | None = None
         self.ledger = Ledger()

@@ -151,3 +151,32 @@ def test_a_crash_after_an_open_hang_confirms_and_closes_it_keeping_its_culprit()
     assert "Progress resumed" not in resolved[0].summary and "TP3" in resolved[0].summary
     assert resolved[0].finding is not None and resolved[0].finding.culprit == "TP3"
     assert "rank_crashed" in resolved[0].finding.confirmed_by
+
+
+def test_a_job_stopped_on_purpose_is_not_a_crash_but_a_kill_during_it_is() -> None:
+    line = "W1201 10:27:45.101000 29600 torch/distributed/elastic/agent/server/api.py:719] Received Signals.SIGTERM death signal, shutting down workers"
+    (ev,) = LogParser().feed(line, 1.0)
+    assert ev.kind == "launcher_stopping" and ev.fields["signal"] == "SIGTERM"
+    c = TorchCluster()
+    c.run(3, lambda c: [c.proc(lab) for lab in c.labels])
+    c.ev("launcher_stopping", None, line, severity="warning", signal="SIGTERM")
+    for lab in c.labels:
+        c.proc(lab, state="exited")  # no exit code: the ranks are torchrun's children, not the agent's
+    c.run(10)
+    assert c.decisions == []
+    k = TorchCluster()
+    k.run(3, lambda c: [c.proc(lab) for lab in c.labels])
+    k.proc("rank2", state="exited")
+    k.ev("child_crashed", None, "failed (exitcode: -9) local_rank: 2", pid=5002, exit_code=-9)
+    for lab in ("rank0", "rank1", "rank3"):
+        k.ev(
+            "closing_signal",
+            None,
+            "Sending process closing signal SIGTERM",
+            pid=k.pids[lab],
+            signal="SIGTERM",
+        )
+        k.proc(lab, state="exited")
+    k.run(10)
+    (opened,) = k.opened("rank_crashed")
+    assert opened.finding is not None and opened.finding.culprit == "rank2"

@@ -33,7 +33,7 @@ import psutil
 import pytest
 
 from agents.collectors.stacks import find_py_spy
-from tests.support import ROOT, ServerProcess, cli, free_port, unavailable, wait_for
+from tests.support import ROOT, ServerProcess, cli, free_port, is_leader, unavailable, wait_for
 
 JOB = ROOT / "tests" / "torchjob.py"
 ODD = "rank2"
@@ -117,6 +117,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     cli("db", "upgrade", "--database-url", db_url)
     tokens = _tokens(db_url, [f"torch-{m}" for m in MODES])
     server = ServerProcess(db_url, env={"SPECWATCH_DETECT_INTERVAL_S": "1"}).start()
+    # the detector runs in the server's jobs process: on a loaded box it can start long after /healthz answers
+    wait_for("the server to lead (its detector running)", lambda: is_leader(server), timeout=180, every=0.5)
     jobs: dict[str, Job] = {}
     done = threading.Event()
     watcher = threading.Thread(target=_watch, args=(jobs, done), daemon=True)

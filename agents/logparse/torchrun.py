@@ -9,6 +9,7 @@ Shapes, from real torchrun 2.13 jobs on gloo (tests/test_torch_jobs.py runs them
   ``[rank1]: RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 60000ms for recv operation to complete``
 - the peers of a rank that timed out first (and exited) see ``Connection closed by peer [127.0.0.1]:19171. This
   is typically caused by a remote worker crashing``: a consequence, never the culprit.
+- ``Received Signals.SIGTERM death signal, shutting down workers``: the job was stopped; its ranks' exits follow.
 - rendezvous that never completes: ``DistStoreError: Timed out after 61 seconds waiting for clients. 3/4
   clients joined.`` / ``wait timeout after 60000ms, keys: /default_pg/0//cuda//0``.
 
@@ -52,6 +53,9 @@ def launcher_message(msg: str) -> Match | None:
         m = _CLOSING.search(msg)
         if m:
             return "closing_signal", "info", {"pid": int(m.group(1)), "signal": m.group(2)}
+    if "death signal, shutting down workers" in msg:
+        m = re.search(r"Received (?:Signals\.)?(SIG\w+) death signal", msg)
+        return "launcher_stopping", "warning", {"signal": m.group(1) if m else "?"}
     if "failed (exitcode" in msg:
         m = _FAILED.search(msg)
         if m:

@@ -130,6 +130,8 @@ class Detector:
             if t is None:
                 t = self.tracked[f.key] = _Tracked(f, now, now, held=f.held)
             t.last_seen = now
+            if f.wants_stacks and not t.open and now - t.first_seen < self.cfg.stack_wait_s:
+                f.held = True  # the stacks it asked for may be on their way: they may say otherwise
             if f.held:
                 if not t.open:  # a suspicion only asks for stacks; an open incident stays as it is
                     t.finding, t.held = f, True

@@ -47,6 +47,11 @@ class DetectConfig(BaseModel):
     stack_repeat_s: float = Field(
         3.0, description="While a launch stays quiet, how often its ranks' stacks are asked for again."
     )
+    stack_wait_s: float = Field(
+        10.0,
+        description="A start-up stall seen before any stack dump arrived waits this long for the dumps it asked "
+        "for before it opens on the other signals alone (offline replay and eval: 0, no agent answers).",
+    )
     stack_fresh_s: float = Field(
         30.0,
         description="Stack dumps older than this no longer say where a rank is: they are asked for again.",

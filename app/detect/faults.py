@@ -43,6 +43,8 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     if not dead:
         return None
     dead.sort(key=lambda x: (x[0], x[1].label))
+    if _stopped_on_purpose(st, dead):
+        return None
     first_ts, first, sig = _first_to_go(dead)
     ev = [evidence(ts, r.label, s.kind.replace("_", " "), s.message[:400]) for ts, r, s in dead[:8]]
     tb = [s for s in first.signals if s.kind == "traceback" and abs(s.ts - first_ts) <= 120]
@@ -107,6 +109,15 @@ def _first_to_go(dead: list[tuple[float, RankState, Signal]]) -> tuple[float, Ra
         ts, r, _ = explained[0]
         return ts, r, next(s for s in _deaths(r) if _explained(s))
     return causes[0]
+
+
+def _stopped_on_purpose(st: LaunchState, dead: list[tuple[float, RankState, Signal]]) -> bool:
+    """The launcher was told to stop (torchrun: "Received Signals.SIGTERM death signal") or sent every dead
+    rank its closing signal: the exits are the job being stopped, not a crash."""
+    first = dead[0][0]
+    if any(s.kind == "launcher_stopping" and first - 30 <= s.ts <= first + 5 for _, s in st.signals):
+        return True
+    return all(any(s.kind == "closing_signal" for s in r.signals) for _, r, _ in dead)
 
 
 def _deaths(r: RankState) -> list[Signal]:

@@ -50,6 +50,8 @@ class Finding:
     held: bool = False
     # the evidence already held over time (a split seen in two rounds of stacks): no further hysteresis
     settled: bool = False
+    # seen without any stack dump while the ranks' processes are known: worth waiting a moment for them
+    wants_stacks: bool = False
 
 
 @dataclass(slots=True)

@@ -212,6 +212,7 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         else _stack_requests(live, culprits),
         since=since,
         settled=said == "split",
+        wants_stacks=not groups and any(r.pid is not None for r in live),
     )
 
 

@@ -116,7 +116,12 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         _remember(st.weights_warnings, _signal(ev), SIGNAL_HISTORY)
     elif k == "draft_preflight":
         st.draft_preflight = _signal(ev)  # a checkpoint report, not a failure line
-    elif ev.severity in ("error", "critical") or k in ("watchdog_timeout", "traceback", "init_failed"):
+    elif ev.severity in ("error", "critical") or k in (
+        "watchdog_timeout",
+        "traceback",
+        "init_failed",
+        "launcher_stopping",
+    ):
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 
 
