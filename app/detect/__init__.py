@@ -73,6 +73,7 @@ class _Tracked:
     culprit: str | None = None
     opened_at: float = 0.0
     held: bool = False
+    suspected_at: float = 0.0  # when first seen at all, held or not (first_seen restarts the hysteresis)
 
 
 class Detector:
@@ -125,16 +126,17 @@ class Detector:
                 f.kind == "rank_crashed" and self._consequence(fleet, f, now, decisions)
             ):
                 continue
-            seen.add(f.key)
             t = self.tracked.get(f.key)
+            if f.held and t is not None and t.open:
+                continue  # a mere suspicion does not keep an open incident alive: its problem is not seen now
+            seen.add(f.key)
             if t is None:
-                t = self.tracked[f.key] = _Tracked(f, now, now, held=f.held)
+                t = self.tracked[f.key] = _Tracked(f, now, now, held=f.held, suspected_at=now)
             t.last_seen = now
-            if f.wants_stacks and not t.open and now - t.first_seen < self.cfg.stack_wait_s:
+            if f.wants_stacks and not t.open and now - t.suspected_at < self.cfg.stack_wait_s:
                 f.held = True  # the stacks it asked for may be on their way: they may say otherwise
-            if f.held:
-                if not t.open:  # a suspicion only asks for stacks; an open incident stays as it is
-                    t.finding, t.held = f, True
+            if f.held:  # a suspicion only asks for stacks
+                t.finding, t.held = f, True
                 continue
             if t.held and not t.open:
                 t.held, t.first_seen = False, now  # the hysteresis starts when the problem does
