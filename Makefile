@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup demo test test-fast lint bench clean dist docs
+.PHONY: torch setup demo test test-fast lint bench clean dist docs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,13 @@ demo: setup
 	$(VENV)/bin/specwatch demo --data-dir data/demo
 
 # Installs what the tests need (PostgreSQL running, Debian's Chromium, promtool), then the whole suite.
-test: setup
+# The real torch.distributed jobs of tests/test_torch_jobs.py need PyTorch: the CPU wheel only (a local wheel
+# under /opt/wheels when there is one, else PyTorch's CPU index; never PyPI's CUDA build).
+torch: setup
+	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q --find-links /opt/wheels \
+		--index-url https://download.pytorch.org/whl/cpu 'torch==2.13.0'
+
+test: setup torch
 	bash scripts/test-deps.sh
 	$(PY) -m pytest
 
