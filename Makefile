@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup demo test test-fast lint bench clean dist docs
+.PHONY: torch setup demo test test-fast lint bench clean dist docs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,13 +18,12 @@ demo: setup
 	$(VENV)/bin/specwatch demo --data-dir data/demo
 
 # Installs what the tests need (PostgreSQL running, Debian's Chromium, promtool), then the whole suite.
-# The real torch.distributed jobs (tests/test_torch_jobs.py) need the CPU build of PyTorch: pinned, it is the
-# wheel on this kind of machine's disk, never a CUDA build from the index.
-$(VENV)/.torch: $(VENV)/.installed
-	$(PY) -m pip install -q torch==2.13.0
-	touch $@
+# The real torch.distributed jobs of tests/test_torch_jobs.py need PyTorch, the CPU build: pinned, pip takes the
+# wheel on this kind of machine's disk (a range or a bare "torch" would fetch a CUDA build of several GB).
+torch: setup
+	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0'
 
-test: setup $(VENV)/.torch
+test: setup torch
 	bash scripts/test-deps.sh
 	$(PY) -m pytest
 

@@ -169,7 +169,8 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         launch_dir = Path(args.launch_log_dir) if args.launch_log_dir else spool_dir / "launch-logs"
         args.launch_log = launch_log_path(launch_dir, deployment or "engine", t0)
         log_paths.append(str(args.launch_log))
-    if "logs" in sources and log_paths:
+    follow_outputs = "procs" in sources and "procs" not in simulated and "logs" not in simulated
+    if "logs" in sources and (log_paths or follow_outputs):
         from agents.logsource import make_tailer
 
         tz = "UTC" if "logs" in simulated else args.log_tz
@@ -180,6 +181,10 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         except ImportError as exc:
             log.error("log tailing unavailable in this build (%s): logs are not collected", exc)
             src.logs_describe = f"engine logs: not collected ({exc})"
+        if follow_outputs and src.logs is not None and hasattr(src.processes, "on_output"):
+            src.processes.on_output = getattr(src.logs, "follow", None)  # type: ignore[union-attr]
+            if not log_paths:
+                src.logs_describe = "engine logs: the files engine processes write their output to"
     if "ras" in sources and args.ras != "off" and cluster is None:
         from agents.collectors.ras import RasProbe
 
@@ -232,6 +237,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
             print(f"specwatch agent: {exc}", file=sys.stderr)
             return 2
         log.info("launched %s (pid %d); its output: %s", " ".join(command), pid, args.launch_log)
+        if hasattr(agent.src.processes, "scope_pid"):
+            agent.src.processes.scope_pid = pid  # its ranks, not a neighbour's
 
     def on_signal(signum: int, _frame: Any) -> None:
         if session is not None:

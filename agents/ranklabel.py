@@ -6,11 +6,17 @@ A label is the engine's own tags in the engine's own order, one space apart: ``T
 ``ATTN_CP1 MOE_DP0 TP3``. SGLang prints a tag only for a dimension larger than one and changed their order
 across releases, so the order is kept as seen, never re-sorted; only :func:`sort_key` puts ranks in a
 canonical order for display.
+
+A plain torch.distributed worker (torchrun, torch.multiprocessing, deepspeed, accelerate, mpirun) has no tags:
+it is ``rank<N>``, its global ``RANK``, as PyTorch's own ``[rank3]:`` log prefix names it. The agent reads it
+from the worker's environment (:func:`torch_rank`); the server maps PyTorch's global rank N to the label the
+launch knows (:func:`label_for_global`: ``rankN``, ``TPN``, or the one label whose TP tag is N).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 from pathlib import PurePath
 from typing import Any
 
@@ -44,6 +50,70 @@ def from_filename(path: str) -> str | None:
 
 
 def sort_key(label: str, host: str | None = None) -> tuple[Any, ...]:
-    """Ranks in the engines' layout order (``TP2`` before ``TP10``; ``DP0 TP1`` before ``DP1 TP0``)."""
-    tags = {kind: int(n) for kind, n in TAG.findall(label)}
+    """Ranks in the engines' layout order (``TP2`` before ``TP10``; ``DP0 TP1`` before ``DP1 TP0``); torch
+    workers by global rank (``rank2`` before ``rank10``)."""
+    m = _TORCH.match(label)
+    tags = {"TP": int(m.group(1))} if m else {kind: int(n) for kind, n in TAG.findall(label)}
     return (host or "", *(tags.get(kind, -1) for kind in SORT_ORDER), label)
+
+
+_TORCH = re.compile(r"^rank(\d{1,7})$")
+_TP_TAG = re.compile(r"(?:^|\s)TP(\d+)(?:\s|$)")
+# Environment variables a torch.distributed worker carries, by launcher. The rank variables are tried in order.
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+WORLD_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+JOB_VARS = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "GROUP_RANK")
+
+
+def torch_label(rank: int) -> str:
+    """A torch.distributed worker's label: ``rank3``, as PyTorch prefixes its lines (``[rank3]:``)."""
+    return f"rank{rank}"
+
+
+def is_torch(label: str) -> bool:
+    """A plain torch.distributed worker's label (``rank3``), as opposed to an engine's (``TP3``)."""
+    return _TORCH.match(label) is not None
+
+
+def torch_rank(env: Mapping[str, str]) -> int | None:
+    """The global rank of a torch.distributed worker from its environment, or None when it is not one.
+
+    A worker has a rank, a world size and at least one of the rendezvous variables (so a stray ``RANK`` in
+    some unrelated program's environment is not enough)."""
+    rank = next((env[v] for v in RANK_VARS if env.get(v, "").strip().isdigit()), None)
+    world = next((env[v] for v in WORLD_VARS if env.get(v, "").strip().isdigit()), None)
+    if rank is None or world is None or not any(env.get(v) for v in JOB_VARS):
+        return None
+    r = int(rank)
+    return r if r < int(world) else None
+
+
+def job_id(env: Mapping[str, str]) -> str | None:
+    """Which job a worker belongs to, the same on every host: torchrun's run id, else the rendezvous address."""
+    run = env.get("TORCHELASTIC_RUN_ID", "")
+    if run and run != "none":
+        return run[:64]
+    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        return f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"[:64]
+    return None
+
+
+def label_for_global(labels: Collection[str], global_rank: int) -> str | None:
+    """The label PyTorch's global rank ``N`` has among a launch's labels: ``rankN`` (a torch job), ``TPN``
+    (plain TP), or the only label whose TP tag is N (``DP0 TP3``)."""
+    for label in (torch_label(global_rank), f"TP{global_rank}"):
+        if label in labels:
+            return label
+    for lab in labels:
+        m = _TP_TAG.search(lab)
+        if m and int(m.group(1)) == global_rank and len(lab.split()) > 1:
+            return lab
+    return None
+
+
+def canonical(label: str, labels: Collection[str]) -> str:
+    """A label as the launch knows it: PyTorch's ``rank3`` is ``TP3`` in an engine whose ranks are TP-tagged."""
+    m = _TORCH.match(label)
+    if m is None or label in labels or not labels:
+        return label
+    return label_for_global(labels, int(m.group(1))) or label

@@ -62,7 +62,8 @@ class GpuSample:
 
 @dataclass(slots=True)
 class ProcessSample:
-    """One reading of one engine process. ``rank`` is the engine's own label ("TP3", "DP0 TP1") or None."""
+    """One reading of one engine process. ``rank`` is the engine's own label ("TP3", "DP0 TP1"; a
+    torch.distributed worker: "rank3", agents/ranklabel.py) or None."""
 
     __pydantic_config__ = _STRICT
     ts: Ts
@@ -71,7 +72,7 @@ class ProcessSample:
     name: Label
     rank: Label | None = None
     role: Literal["scheduler", "main", "tokenizer", "detokenizer", "worker", "other"] = "other"
-    engine: Literal["sglang", "vllm", "unknown"] = "unknown"
+    engine: Literal["sglang", "vllm", "torch", "unknown"] = "unknown"
     state: Annotated[str, Field(max_length=16)] = "R"  # R/S/D/Z/T, or "exited"
     threads: NonNeg | None = None
     rss_bytes: NonNeg | None = None

@@ -71,6 +71,7 @@ class DetectorService:
         self.ledger = Ledger()
         self.evidence_at: dict[str, float] = {}
         self.statuses: dict[str, str] = {}
+        self.asked: dict[tuple[str, int], float] = {}  # (host, pid) -> when a suspicion asked for its stack
 
     # --- the tick ----------------------------------------------------------------------------------------
     def tick(self, now: float) -> list[Decision]:
@@ -102,6 +103,7 @@ class DetectorService:
             self._persist_launches(s)
             for d in decisions:
                 self._apply(s, d)
+            self._ask_suspected_stacks(s, now)
             self._refresh_evidence(s, now)
             self._save_state(s, now)
         self.ticks += 1
@@ -371,6 +373,17 @@ class DetectorService:
         for host, pid in f.stack_requests:
             if host in host_ids:
                 stack_requests.request(s, host_ids[host], pid, now, incident_id)
+
+    def _ask_suspected_stacks(self, s: Session, now: float) -> None:
+        """Stacks of every rank of a launch that went quiet, before any incident: they decide it sooner."""
+        wishes = self.detector.stack_wishes()
+        if not wishes:
+            return
+        host_ids = {name: hid for hid, name in self.feed.hosts.items()}
+        for host, pid in wishes:
+            if host in host_ids and now - self.asked.get((host, pid), -1e18) >= self.cfg.stack_repeat_s:
+                self.asked[(host, pid)] = now
+                stack_requests.request(s, host_ids[host], pid, now, None, repeat_s=self.cfg.stack_repeat_s)
 
     def _save_state(self, s: Session, now: float) -> None:
 

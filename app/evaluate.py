@@ -61,7 +61,7 @@ def run_scenario(
 
     sc = load_scenario(name)
     cluster = SimCluster(sc, t0=T0, seed=seed)
-    run = OfflineRun(cfg, tick_s=tick_s)
+    run = OfflineRun(cfg, tick_s=tick_s, stacks=cluster.stack_dump)
     parsers: dict[tuple[str, str], LogParser] = {}
     end = T0 + sc.duration_s
     t, prev = T0, T0

@@ -3,9 +3,10 @@ runs over records on a virtual clock, and collecting the incidents it decides in
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from agents import wire
+from agents.collectors.stacks import stacks_event
 from app.detect import Decision, DetectConfig, Detector
 from app.detect.ledger import IncidentRecord, Ledger
 from app.rankstate import (
@@ -41,9 +42,19 @@ def metric_samples(text: str, ts: float) -> list[wire.MetricSample]:
 class OfflineRun:
     """A fleet, a detector and the incident history, advanced record by record on the records' own clock."""
 
-    def __init__(self, cfg: DetectConfig | None = None, tick_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        cfg: DetectConfig | None = None,
+        tick_s: float = 2.0,
+        stacks: Callable[[str, int, float], str | None] | None = None,
+    ) -> None:
         self.fleet = Fleet()
-        self.detector = Detector(cfg or DetectConfig())
+        # ``stacks`` answers the detector's stack requests as an agent would (eval: the simulator's py-spy
+        # output); without it nobody answers (replay of a log): nothing to wait for
+        cfg = cfg or DetectConfig()
+        self.detector = Detector(cfg if stacks else cfg.model_copy(update={"stack_wait_s": 0.0}))
+        self.stacks = stacks
+        self._asked: dict[tuple[str, int], float] = {}
         self.tick_s = tick_s
         self.next_tick: float | None = None
         self.until: float | None = None  # where the virtual clock stopped (replay: past the last line)
@@ -64,7 +75,20 @@ class OfflineRun:
             self.next_tick = now
         while self.next_tick <= now:
             self._record(self.detector.step(self.fleet, self.next_tick))
+            if self.stacks is not None:
+                self._answer(self.next_tick)
             self.next_tick += self.tick_s
+
+    def _answer(self, now: float) -> None:
+        """The stack dumps the detector asks for, paced as the server paces them, one answer per pid."""
+        repeat = self.detector.cfg.stack_repeat_s
+        for host, pid in dict.fromkeys(self.detector.stack_wishes()):
+            if now - self._asked.get((host, pid), -1e18) < repeat or self.stacks is None:
+                continue
+            self._asked[(host, pid)] = now
+            dump = self.stacks(host, pid, now)
+            if dump:
+                apply_event(self.fleet, LAUNCH, host, stacks_event(pid, now, dump))
 
     def events(self, host: str, events: Iterable[wire.Event]) -> None:
         for ev in events:

@@ -14,13 +14,21 @@ from app.models import StackRequest
 REPEAT_AFTER_S = 300.0
 
 
-def request(session: Session, host_id: int, pid: int, now: float, incident_id: int | None) -> bool:
-    """Queue one dump unless the same pid was asked for recently. True when queued."""
+def request(
+    session: Session,
+    host_id: int,
+    pid: int,
+    now: float,
+    incident_id: int | None,
+    repeat_s: float = REPEAT_AFTER_S,
+) -> bool:
+    """Queue one dump unless the same pid was asked for within ``repeat_s``. True when queued. A suspicion
+    (no incident yet) asks every few seconds while the launch stays quiet: two rounds must agree."""
     recent = session.execute(
         select(StackRequest.id).where(
             StackRequest.host_id == host_id,
             StackRequest.pid == pid,
-            StackRequest.requested_at > now - REPEAT_AFTER_S,
+            StackRequest.requested_at > now - repeat_s,
         )
     ).first()
     if recent is not None:

@@ -18,7 +18,8 @@ class Cluster:
         self.n, self.host, self.t = n, host, t0
         self.t0 = t0
         self.fleet = Fleet()
-        self.det = Detector(DetectConfig(**cfg))
+        # nobody answers stack requests here (as offline): no waiting for them, unless a test says so
+        self.det = Detector(DetectConfig(**{"stack_wait_s": 0.0, **cfg}))
         self.decisions: list[Decision] = []
         self.pids = {f"TP{i}": 4000 + i for i in range(n)}
         self.io: dict[str, int] = dict.fromkeys(self.pids, 0)

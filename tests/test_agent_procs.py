@@ -168,3 +168,36 @@ def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: An
     assert len([e for e in agent._events if e.kind == "draft_preflight"]) == 1
     src.preflight.close()
     spool.close()
+
+
+def test_torch_distributed_workers_are_known_by_their_environment(spawn: Any, tmp_path: Any) -> None:
+    """However a torch.distributed job was started, its workers carry RANK/WORLD_SIZE/MASTER_*: they are ranks
+    labelled as PyTorch labels them, only the launched command's own processes count under --launch, and the
+    file their output goes to is handed to the log tailer."""
+    import os
+
+    out = tmp_path / "job.log"
+    env = {**os.environ, "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1"}
+    env.pop("TORCHELASTIC_RUN_ID", None)
+    with open(out, "wb") as f:
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env, stdout=f)
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env={**env, "RANK": "2"})
+    plain = spawn("import time; time.sleep(120)")
+    try:
+        followed: list[str] = []
+        collector = PsutilProcesses(scope_pid=worker.pid, on_output=followed.append)
+        samples = wait_for(collector, lambda s: any(p.pid == worker.pid for p in s))
+        w = next(p for p in samples if p.pid == worker.pid)
+        assert (w.rank, w.role, w.engine) == ("rank3", "worker", "torch")
+        assert {p.pid for p in samples}.isdisjoint({stray.pid, plain.pid}), "out of the launch's scope"
+        assert followed == [str(out)], "its stdout is a regular file: followed"
+        unscoped = wait_for(PsutilProcesses(), lambda s: {worker.pid, stray.pid} <= {p.pid for p in s})
+        assert plain.pid not in {p.pid for p in unscoped}, "a Python process without a rank is no worker"
+    finally:
+        for p in (worker, stray):
+            p.kill()
+            p.wait()
+    launcher = classify(["/venv/bin/python", "/venv/bin/torchrun", "--nproc-per-node", "4", "train.py"])
+    assert launcher is not None and (launcher.role, launcher.engine) == ("main", "torch")
+    m = classify(["python3", "-m", "torch.distributed.run", "train.py"])
+    assert m is not None and m.engine == "torch"

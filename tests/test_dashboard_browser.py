@@ -235,7 +235,8 @@ def test_incident_page_shows_evidence_culprit_and_timeline(site: Site, page: Any
     assert page.locator(".rank-row.is-culprit").get_attribute("data-rank") == "TP11"
     # stacks grouped by where the ranks are, pids translated to ranks
     assert (
-        "15 ranks in all_reduce, TP11 in load_weights" in page.locator("h2", has_text="Stacks").inner_text()
+        "15 of 16 ranks in all_reduce (model_executor.py:42); TP11 in load_weights (model_executor.py:42)"
+        in page.locator("h2", has_text="Stacks").inner_text()
     )
     shot(page, "incident")
 

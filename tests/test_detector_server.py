@@ -120,7 +120,8 @@ def test_deadlock_over_http_names_the_culprit_and_survives_a_restart(db_url: str
         def stack_shown() -> bool:
             inc = deadlock()
             return bool(inc) and any(
-                e["what"] == "py-spy stack" and "barrier" in e["value"] for e in inc["evidence"]
+                e["what"] == "stacks" and "TP2 in barrier (distributed_c10d.py:4159)" in e["value"]
+                for e in inc["evidence"]
             )
 
         until("the stack in the evidence", stack_shown, agent, timeout=40)

@@ -28,6 +28,7 @@ def test_eval_fails_when_detection_regresses() -> None:
     # a detector that waits 10 minutes before calling a silent launch stuck misses the latency goal
     slow = {
         "SPECWATCH_DETECT__DEAD_QUIET_S": "600",
+        "SPECWATCH_DETECT__STACK_QUIET_S": "600",
         "SPECWATCH_DETECT__KV_ALLOC_S": "600",
         "SPECWATCH_DETECT__WARMUP_S": "600",
     }

@@ -135,6 +135,11 @@ class LogTailer:
     def files(self) -> list[str]:
         return sorted(s.path for s in self._streams.values())
 
+    def follow(self, path: str) -> None:
+        """Follow one more file from the next poll on (the file behind an engine process's stdout)."""
+        if path not in self.patterns:
+            self.patterns.append(path)
+
     def poll(self, now: float | None = None) -> list[wire.Event]:
         """New events from every followed file. Nothing is persisted until ``commit()``."""
         now = time.time() if now is None else now

@@ -1,9 +1,17 @@
-"""Engine process collector: finds SGLang / vLLM processes and reports their state each cycle.
+"""Engine process collector: finds SGLang / vLLM processes and torch.distributed workers and reports their
+state each cycle.
 
 Real backend: psutil over a ``/proc`` root given as a parameter. Engine children are spawned under a generic
 ``python -c ...spawn_main`` command line and rename themselves (setproctitle) a moment later, so a process
 that does not look like an engine yet is looked at again while it is young, and now and then afterwards.
-Only engine processes are read in full each cycle; the rest of the host costs one directory listing.
+A torch.distributed worker is known by its environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` ...,
+``/proc/PID/environ``) however it was started (torchrun, torch.multiprocessing, deepspeed, accelerate, mpirun);
+its label is PyTorch's (``rank3``, agents/ranklabel.py). Only engine processes are read in full each cycle;
+the rest of the host costs one directory listing.
+
+With ``--launch`` only the launched command's descendants are watched (``scope_pid``): two agents on one host,
+each with its own launch, never report each other's ranks. Where an engine process writes its output to a
+regular file (``/proc/PID/fd/1`` or ``2``), that file is handed to the log tailer (``on_output``).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -23,7 +32,7 @@ from agents import ranklabel, wire
 log = logging.getLogger("specwatch.agent.procs")
 
 Role = Literal["scheduler", "main", "tokenizer", "detokenizer", "worker", "other"]
-Engine = Literal["sglang", "vllm", "unknown"]
+Engine = Literal["sglang", "vllm", "torch", "unknown"]
 
 _SGLANG_TITLE = re.compile(r"^sglang::(\w+?)(?:_((?:(?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d+_?)+))?(?:\s|$)")
 _VLLM_TITLE = re.compile(r"^VLLM::(\w+?)(?:_((?:(?:DP|PP|TP|EP)\d+_?)+))?(?:\s|$)")
@@ -50,6 +59,31 @@ class EngineProcess:
     role: Role
     engine: Engine
     rank: str | None
+
+
+# launchers of torch.distributed jobs: the process whose children are the ranks
+_TORCH_LAUNCHERS = (
+    "torch.distributed.run",
+    "torch.distributed.launch",
+    "torchrun",
+    "deepspeed",
+    "accelerate",
+)
+
+
+def classify_env(env: dict[str, str], cmdline: list[str]) -> EngineProcess | None:
+    """A torch.distributed worker, from its environment: role ``worker``, engine ``torch``, label ``rankN``."""
+    rank = ranklabel.torch_rank(env)
+    if rank is None:
+        return None
+    args = [Path(a).name for a in cmdline[:4] if a]
+    name = " ".join(args)[:128] or "python"
+    return EngineProcess(name, "worker", "torch", ranklabel.torch_label(rank))
+
+
+def _looks_python(cmdline: list[str]) -> bool:
+    """Worth reading the environment of: a Python interpreter (every torch.distributed worker is one)."""
+    return bool(cmdline) and "python" in Path(cmdline[0].split()[0] if cmdline[0] else "").name
 
 
 def classify(cmdline: list[str]) -> EngineProcess | None:
@@ -82,6 +116,11 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
         return EngineProcess("sglang.launch_server", "main", "sglang", None)
     if "vllm.entrypoints.openai.api_server" in args or ("vllm" in base and "serve" in args):
         return EngineProcess("vllm serve", "main", "vllm", None)
+    # torchrun ... | python .../torchrun ... | python -m torch.distributed.run ... | accelerate launch ...
+    lead = base[1:] if base and base[0].startswith("python") else base
+    lead = lead[1:] if lead[:1] == ["-m"] else lead
+    if lead and lead[0] in _TORCH_LAUNCHERS and (lead[0] != "accelerate" or "launch" in args):
+        return EngineProcess(lead[0], "main", "torch", None)
     return None
 
 
@@ -106,11 +145,20 @@ class _Tracked:
 class PsutilProcesses:
     """The real backend."""
 
-    def __init__(self, proc_root: str = "/proc", clock: Any = time.monotonic) -> None:
+    def __init__(
+        self,
+        proc_root: str = "/proc",
+        clock: Any = time.monotonic,
+        scope_pid: int | None = None,
+        on_output: Callable[[str], None] | None = None,
+    ) -> None:
         if proc_root != "/proc":
             psutil.PROCFS_PATH = proc_root
         self.proc_root = proc_root
         self._clock = clock
+        self.scope_pid = scope_pid  # only this process and its descendants (--launch)
+        self.on_output = on_output  # called with the regular file an engine process writes its output to
+        self._outputs: set[str] = set()
         self._tracked: dict[int, _Tracked] = {}
         # not (yet) an engine: pid -> (process, born, last checked), monotonic seconds
         self._unknown: dict[int, tuple[psutil.Process, float, float]] = {}
@@ -118,7 +166,9 @@ class PsutilProcesses:
 
     def describe(self) -> str:
         if not self._tracked:
-            return "engine processes: none yet (watching for sglang::* / vllm titles)"
+            return (
+                "engine processes: none yet (watching for sglang::* / vllm titles, torch.distributed workers)"
+            )
         ranks = sorted(t.info.rank or t.info.role for t in self._tracked.values())
         return f"engine processes: {len(self._tracked)} ({', '.join(ranks)})"
 
@@ -143,14 +193,19 @@ class PsutilProcesses:
                     if mono - checked < (0.0 if young else RECHECK_S):
                         continue
                 self._unknown[pid] = (proc, born, mono)
+                if not self._in_scope(proc):
+                    continue
                 cmd = proc.cmdline()
                 info = classify(cmd)
+                if info is None and _looks_python(cmd):
+                    info = classify_env(proc.environ(), cmd)
                 if info is None:
                     continue
                 create = proc.create_time()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
             del self._unknown[pid]
+            self._follow_output(pid)
             self._tracked[pid] = _Tracked(proc, info, create, " ".join(cmd)[:8192])
             log.info(
                 "found %s %s process pid=%d%s",
@@ -159,6 +214,31 @@ class PsutilProcesses:
                 pid,
                 f" rank {info.rank}" if info.rank else "",
             )
+
+    def _in_scope(self, proc: psutil.Process) -> bool:
+        if self.scope_pid is None or proc.pid == self.scope_pid:
+            return True
+        return any(p.pid == self.scope_pid for p in proc.parents())
+
+    def _follow_output(self, pid: int) -> None:
+        """Hand the file behind the process's stdout/stderr to the log tailer, when it is a regular file."""
+        if self.on_output is None:
+            return
+        for fd in (1, 2):
+            try:
+                target = str(Path(f"{self.proc_root}/{pid}/fd/{fd}").readlink())
+            except OSError:
+                continue
+            if target in self._outputs or not target.startswith("/") or target.endswith(" (deleted)"):
+                continue
+            try:
+                if not Path(target).is_file():
+                    continue  # a pipe, a socket, a terminal: nothing to tail
+            except OSError:
+                continue
+            self._outputs.add(target)
+            log.info("following the output of pid %d: %s", pid, target)
+            self.on_output(target)
 
     def sample(self, now: float, gpu_pids: dict[int, list[str]]) -> list[wire.ProcessSample]:
         self._discover()

@@ -1,8 +1,13 @@
-"""Python stack dumps on the server's request: ``py-spy dump --pid N`` in a worker thread, with a timeout.
+"""Python stack dumps on the server's request: ``py-spy dump --pid N`` in worker threads, with a timeout.
 
-The ingest ack lists pids the server wants a dump of (a suspected culprit rank); the dump comes back as a
-``stacks`` event in a later batch. The sampling loop never waits for py-spy. Without py-spy, or without the
-permission to attach (ptrace), dumps are off with one log line each.
+The ingest ack lists pids the server wants a dump of (every rank of a launch that stopped moving); the dump
+comes back as a ``stacks`` event in a later batch. The sampling loop never waits for py-spy; the ranks of one
+host are dumped in parallel (a dump takes tens of milliseconds while the process is paused).
+
+Without py-spy, without the permission to attach (ptrace: root, ``CAP_SYS_PTRACE``, or
+``kernel.yama.ptrace_scope=0``), or when py-spy times out, the answer is what ``/proc`` shows instead: each
+thread's state and kernel wait channel (``/proc/PID/task/TID/wchan``) and, where readable, its kernel stack.
+A rank that exits during the dump is reported as such.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ log = logging.getLogger("specwatch.agent.stacks")
 
 _FRAME = re.compile(r"^\s+(\S.*?)\s+\((.*)\)\s*$")
 MAX_PENDING = 16
-REPEAT_AFTER_S = 30.0  # the server re-asks while a rank stays stuck; one dump per pid per this period
+REPEAT_AFTER_S = 2.0  # the server paces its asks (a quiet launch: every few s); this only bounds a runaway
 
 
 def find_py_spy() -> str | None:
@@ -62,22 +67,82 @@ def stacks_event(pid: int, ts: float, dump: str | None, error: str = "") -> wire
     )
 
 
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def proc_dump(pid: int, proc_root: str = "/proc", max_threads: int = 64) -> str | None:
+    """What ``/proc`` tells of a process's threads without attaching: state, wait channel, kernel stack where
+    readable. None when the process is gone."""
+    base = f"{proc_root}/{pid}"
+    stat = _read(f"{base}/stat")
+    if stat is None:
+        return None
+    comm = (_read(f"{base}/comm") or "?").strip()
+    lines = [f"Process {pid} ({comm}): /proc only (no py-spy): thread states and kernel wait channels"]
+    try:
+        tids = sorted(int(t.name) for t in Path(f"{base}/task").iterdir() if t.name.isdigit())
+    except OSError:
+        tids = [pid]
+    for tid in tids[:max_threads]:
+        tstat = _read(f"{base}/task/{tid}/stat") or ""
+        state = tstat.rpartition(")")[2].split()[:1] or ["?"]
+        name = (_read(f"{base}/task/{tid}/comm") or "?").strip()
+        wchan = (_read(f"{base}/task/{tid}/wchan") or "").strip() or "0"
+        lines.append(f'Thread {tid} ({state[0]}): "{name}"')
+        lines.append(f"    {wchan if wchan != '0' else 'running'} (kernel wait channel)")
+        kstack = _read(f"{base}/task/{tid}/stack")
+        for k in (kstack or "").splitlines()[:8]:
+            lines.append(f"      kernel {k.strip()}")
+    if len(tids) > max_threads:
+        lines.append(f"... {len(tids) - max_threads} more threads")
+    return "\n".join(lines)
+
+
+def proc_event(pid: int, ts: float, dump: str, why: str) -> wire.Event:
+    """A ``stacks`` event from ``/proc`` (py-spy missing, refused or too slow): marked as such."""
+    frame, function = top_frame(dump)
+    return wire.Event(
+        ts=ts,
+        kind="stacks",
+        message=dump[:8192],
+        severity="info",
+        source="proc",
+        fields={"pid": pid, "top_frame": frame, "function": function, "ok": True, "fallback": why[:128]},
+    )
+
+
 class StackDumper:
-    def __init__(self, py_spy: str | None = None, timeout_s: float = 10.0, native: bool = False) -> None:
+    def __init__(
+        self,
+        py_spy: str | None = None,
+        timeout_s: float = 10.0,
+        native: bool = False,
+        proc_root: str = "/proc",
+        workers: int = 4,
+    ) -> None:
         self.py_spy = py_spy if py_spy is not None else find_py_spy()
         self.timeout_s = timeout_s
         self.native = native
-        self.enabled = self.py_spy is not None
-        if not self.enabled:
-            log.info("stack dumps off: py-spy not found (pip install py-spy)")
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specwatch-py-spy")
+        self.proc_root = proc_root
+        self.enabled = True  # /proc answers when py-spy cannot
+        self.py_spy_ok = self.py_spy is not None
+        if not self.py_spy_ok:
+            log.info("py-spy not found (pip install py-spy): stack requests answered from /proc only")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="specwatch-py-spy")
         self._lock = threading.Lock()
         self._done: list[wire.Event] = []
         self._inflight: set[int] = set()
         self._last: dict[int, float] = {}
 
     def describe(self) -> str:
-        return f"stack dumps: {'py-spy at ' + str(self.py_spy) if self.enabled else 'off'}"
+        if self.py_spy_ok:
+            return f"stack dumps: py-spy at {self.py_spy}"
+        return "stack dumps: /proc thread states only (py-spy not found or not permitted)"
 
     def request(self, pids: list[int]) -> None:
         if not self.enabled:
@@ -93,28 +158,50 @@ class StackDumper:
                 self._pool.submit(self._dump, int(pid))
 
     def _dump(self, pid: int) -> None:
+        ts = time.time()
+        try:
+            event = self._py_spy(pid, ts) if self.py_spy_ok else None
+            if event is None:
+                why = "py-spy not found or not permitted" if not self.py_spy_ok else "py-spy failed"
+                dump = proc_dump(pid, self.proc_root)
+                event = (
+                    proc_event(pid, ts, dump, why)
+                    if dump is not None
+                    else stacks_event(pid, ts, None, f"process {pid} exited before it could be dumped")
+                )
+        finally:
+            with self._lock:
+                self._inflight.discard(pid)
+        with self._lock:
+            self._done.append(event)
+
+    def _py_spy(self, pid: int, ts: float) -> wire.Event | None:
+        """The py-spy answer, or None where /proc should answer instead (not permitted, timed out)."""
         assert self.py_spy is not None
         cmd = [self.py_spy, "dump", "--pid", str(pid)] + (["--native"] if self.native else [])
-        ts = time.time()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s)
             out, err, rc = proc.stdout, proc.stderr, proc.returncode
         except subprocess.TimeoutExpired:
-            out, err, rc = "", f"py-spy did not finish within {self.timeout_s:.0f} s", -1
+            log.warning("py-spy did not finish within %.0f s for pid %d", self.timeout_s, pid)
+            return None
         except OSError as exc:
             out, err, rc = "", str(exc), -1
-        if rc != 0 and ("Permission denied" in err or "Operation not permitted" in err):
+        if rc == 0:
+            return stacks_event(pid, ts, out)
+        if not Path(f"{self.proc_root}/{pid}").exists():
+            return stacks_event(pid, ts, None, f"process {pid} exited during the dump")
+        if "Permission denied" in err or "Operation not permitted" in err:
             log.warning(
-                "stack dumps off: py-spy may not attach to pid %d (%s); run the agent as root or with "
-                "CAP_SYS_PTRACE, or set kernel.yama.ptrace_scope=0",
+                "py-spy may not attach to pid %d (%s); answering from /proc only. Run the agent as root or "
+                "with CAP_SYS_PTRACE, or set kernel.yama.ptrace_scope=0 (docs/agent.md)",
                 pid,
                 err.strip().splitlines()[-1] if err.strip() else "permission denied",
             )
-            self.enabled = False
-        event = stacks_event(pid, ts, out if rc == 0 else None, err)
-        with self._lock:
-            self._done.append(event)
-            self._inflight.discard(pid)
+            self.py_spy_ok = False
+            return None
+        log.info("py-spy failed on pid %d: %s", pid, (err.strip().splitlines() or ["?"])[0][:200])
+        return None
 
     def drain(self) -> list[wire.Event]:
         with self._lock:

@@ -13,7 +13,7 @@ from datetime import UTC, date, tzinfo
 
 from agents.wire import Event
 
-from . import heads
+from . import heads, torchrun
 from .config import config_fields, is_config_dump
 from .dating import Dating
 from .progress import Bar, looks_like_bar, parse_bar
@@ -136,6 +136,10 @@ class LogParser(Dating):
             # the exception names the ranks whose collectives differ: the engine's own verdict
             return self._make(tb.ts, "collective_mismatch", "critical", tb.message(), tb.rank,
                               mismatch_fields(tb.exc_line or "", fields))  # fmt: skip
+        # a worker's exception that says its collective timed out (or its peer went away): a hang signal
+        hit = torchrun.collective_error(str(exc or ""))
+        if hit is not None:
+            return self._make(tb.ts, hit[0], "error", tb.message(), tb.rank, {**fields, **hit[2]})
         return self._make(tb.ts, "traceback", "error", tb.message(), tb.rank, fields)
 
     def _line(self, s: str, now: float | None) -> list[Event]:
@@ -255,6 +259,10 @@ class LogParser(Dating):
                 kind, sev, fields = nccl_message(m.group(5), s[m.end() :], fields)
                 self._saw("nccl", None, False)
                 return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
+        if c in "IWEF" and s[1:2].isdigit():
+            m = torchrun.HEAD.match(s)
+            if m:
+                return self._torchrun(m, s, now, extra)
         if c.isupper():
             lvl = s[:4]
             m = heads.VLLM.match(s) if lvl in _LEVEL_HEADS else None
@@ -362,6 +370,19 @@ class LogParser(Dating):
             for k, v in extra.items():
                 fields.setdefault(k, v)
         return self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)
+
+    def _torchrun(self, m: re.Match[str], s: str, now: float | None, extra: Fields | None) -> list[Event]:
+        """torchrun's year-less glog header (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874]``)."""
+        g = m.groups()
+        ts = self._no_year(int(g[1]), int(g[2]), g[3:6], (g[6] or "")[:6], now)
+        self._saw("glog", ts, False)
+        msg = s[m.end() :]
+        hit = torchrun.launcher_message(msg)
+        if hit is None:
+            return self._message(self._ts(ts, now), msg, self.default_rank, glog_severity(g[0]), extra)
+        kind, sev, fields = hit
+        fields["source_file"] = g[8][:128]
+        return [self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)]
 
     def _uvicorn(self, s: str, end: int, level: str, now: float | None, extra: Fields | None) -> list[Event]:
         msg = s[end:]

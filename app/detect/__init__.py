@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from app.detect import drift, faults, hangs
 from app.detect.config import DetectConfig
 from app.detect.findings import HANG_KINDS, INCIDENT_KINDS, Decision, Evidence, Finding, evidence
-from app.rankstate import Fleet, mark_stalled, note_gone
+from app.rankstate import TERMINAL_PHASES, Fleet, mark_stalled, note_gone
 
 __all__ = [
     "HANG_KINDS",
@@ -71,6 +71,9 @@ class _Tracked:
     kind: str = ""
     confidence: str = "suspected"
     culprit: str | None = None
+    opened_at: float = 0.0
+    held: bool = False
+    suspected_at: float = 0.0  # when first seen at all, held or not (first_seen restarts the hysteresis)
 
 
 class Detector:
@@ -79,6 +82,8 @@ class Detector:
     def __init__(self, cfg: DetectConfig | None = None) -> None:
         self.cfg = cfg or DetectConfig()
         self.tracked: dict[str, _Tracked] = {}
+        # crash findings taken as the consequence of a hang that was open first (never opened on their own)
+        self.absorbed: set[str] = set()
 
     def adopt(
         self, key: str, kind: str, confidence: str, culprit: str | None, now: float, grace_s: float = 0.0
@@ -87,7 +92,7 @@ class Detector:
         ``grace_s`` keeps it open that much longer while the rebuilt state catches up."""
         f = Finding(key=key, kind=kind, summary="", culprit=culprit, confidence=confidence)  # type: ignore[arg-type]
         self.tracked[key] = _Tracked(
-            f, now, now + grace_s, open=True, kind=kind, confidence=confidence, culprit=culprit
+            f, now, now + grace_s, open=True, kind=kind, confidence=confidence, culprit=culprit, opened_at=now
         )
 
     def forget(self, launch: str) -> list[str]:
@@ -96,7 +101,18 @@ class Detector:
         opened = [k for k in keys if self.tracked[k].open]
         for k in keys:
             del self.tracked[k]
+        self.absorbed.discard(f"crash:{launch}")
         return opened
+
+    def stack_wishes(self) -> list[tuple[str, int]]:
+        """(host, pid) of ranks whose stacks a suspicion asks for, and an open stall whose stacks do not yet
+        agree over two rounds (the detector's job paces the asks: ``stack_repeat_s``)."""
+        return [
+            rq
+            for t in self.tracked.values()
+            if not t.open or t.finding.kind == "suspected_deadlock"
+            for rq in t.finding.stack_requests
+        ]
 
     def open_keys(self) -> set[str]:
         return {k for k, t in self.tracked.items() if t.open}
@@ -106,11 +122,24 @@ class Detector:
         seen: set[str] = set()
         decisions: list[Decision] = []
         for f in find(fleet, now, self.cfg):
-            seen.add(f.key)
+            if f.key in self.absorbed or (
+                f.kind == "rank_crashed" and self._consequence(fleet, f, now, decisions)
+            ):
+                continue
             t = self.tracked.get(f.key)
+            if f.held and t is not None and t.open:
+                continue  # a mere suspicion does not keep an open incident alive: its problem is not seen now
+            seen.add(f.key)
             if t is None:
-                t = self.tracked[f.key] = _Tracked(f, now, now)
+                t = self.tracked[f.key] = _Tracked(f, now, now, held=f.held, suspected_at=now)
             t.last_seen = now
+            if f.wants_stacks and not t.open and now - t.suspected_at < self.cfg.stack_wait_s:
+                f.held = True  # the stacks it asked for may be on their way: they may say otherwise
+            if f.held:  # a suspicion only asks for stacks
+                t.finding, t.held = f, True
+                continue
+            if t.held and not t.open:
+                t.held, t.first_seen = False, now  # the hysteresis starts when the problem does
             if t.open:
                 if t.kind and t.kind != f.kind and f.confidence == "confirmed":
                     f.confirmed_by = sorted({*f.confirmed_by, f.kind})
@@ -124,8 +153,9 @@ class Detector:
                     decisions.append(Decision("update", f.key, now, f))
             else:
                 t.finding = f
-                if f.confidence == "confirmed" or now - t.first_seen >= self.cfg.open_after_s:
+                if f.confidence == "confirmed" or f.settled or now - t.first_seen >= self.cfg.open_after_s:
                     t.open, t.kind, t.confidence, t.culprit = True, f.kind, f.confidence, f.culprit
+                    t.opened_at = now
                     decisions.append(Decision("open", f.key, now, f))
             if t.open and f.kind in ("suspected_deadlock", "stalled_serving", "rank_divergence") and f.launch:
                 self._mark(fleet, f, now)
@@ -134,10 +164,45 @@ class Detector:
                 continue
             if not t.open:
                 del self.tracked[key]
-            elif now - t.last_seen >= self.cfg.resolve_after_s:
-                decisions.append(Decision("resolve", key, now, t.finding, summary=_resolved_summary(t)))
+            elif (gone := _exited_while_hung(fleet, t)) or now - t.last_seen >= self.cfg.resolve_after_s:
+                summary = gone or _resolved_summary(t)
+                decisions.append(Decision("resolve", key, now, t.finding, summary=summary))
                 del self.tracked[key]
         return decisions
+
+    def _consequence(self, fleet: Fleet, crash: Finding, now: float, out: list[Decision]) -> bool:
+        """A crash or exit that follows an open hang of its launch is that hang's consequence (the engine's
+        watchdog killing the launch, the launcher tearing the ranks down, peers whose collective timed out):
+        it confirms and closes the hang incident, which keeps its culprit, and opens nothing of its own."""
+        hang = self.tracked.get(f"hang:{crash.launch}")
+        if hang is None or not hang.open or (crash.since or now) < hang.opened_at:
+            return False
+        self.absorbed.add(crash.key)
+        f = hang.finding
+        st = fleet.launches.get(crash.launch or "")
+        sigs = hangs.confirmed_signals(st) if st is not None else []
+        f.confirmed_by = sorted(
+            {*f.confirmed_by, *(hangs.HANG_SIGNALS[s.kind] for _, s in sigs), "rank_crashed"}
+        )
+        f.evidence = (crash.evidence[:4] + f.evidence)[: hangs.MAX_EVIDENCE]
+        f.culprit = hang.culprit or f.culprit
+        after = f"The launch went down {max(0.0, (crash.since or now) - hang.opened_at):.0f} s after the hang was reported"
+        f.summary = f"{f.summary.rstrip('.')}. {after}: {crash.summary.rstrip('.')}."
+        if hang.confidence != "confirmed":
+            f.confidence = "confirmed"
+            out.append(Decision("upgrade", hang.finding.key, now, f))
+        who = f"; the suspect remains {hang.culprit}" if hang.culprit else ""
+        out.append(
+            Decision(
+                "resolve",
+                f.key,
+                now,
+                f,
+                summary=f"{after} (a consequence of the hang, not a new fault{who}): {crash.summary[:200]}",
+            )
+        )
+        del self.tracked[f.key]
+        return True
 
     @staticmethod
     def _mark(fleet: Fleet, f: Finding, now: float) -> None:
@@ -149,6 +214,17 @@ class Detector:
             if r is not None and r.phase != "stalled" and r.last_progress_at < now:
                 mark_stalled(r, now)
                 st.dirty.add(label)
+
+
+def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
+    """An open hang whose launch has no live rank left did not resume: it ended with the launch."""
+    if t.kind not in HANG_KINDS:
+        return None
+    st = fleet.launches.get(t.finding.launch or "")
+    if st is None or not st.ranks or any(r.phase not in TERMINAL_PHASES for r in st.ranks.values()):
+        return None
+    who = f"; the suspect was {t.culprit}" if t.culprit else ""
+    return f"The launch exited while hung (no rank made progress again{who})."
 
 
 def _resolved_summary(t: _Tracked) -> str:

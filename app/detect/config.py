@@ -43,6 +43,26 @@ class DetectConfig(BaseModel):
         "DeepGEMM/torch.compile JIT and draft graph captures print nothing for minutes. Still minutes before "
         "PyTorch's 480-600 s timeouts.",
     )
+    stack_quiet_s: float = Field(
+        6.0,
+        description="Every rank of a starting launch quiet this long: the agent is asked for a stack dump of "
+        "every rank. Stacks that split (most ranks waiting in torch.distributed, a few elsewhere) open the "
+        "incident without waiting for dead_quiet_s; every rank idle in the same place outside "
+        "torch.distributed (a job waiting by design) keeps it quiet. A split must show in two rounds of dumps "
+        "(stack_repeat_s apart) before it counts.",
+    )
+    stack_repeat_s: float = Field(
+        3.0, description="While a launch stays quiet, how often its ranks' stacks are asked for again."
+    )
+    stack_wait_s: float = Field(
+        10.0,
+        description="A start-up stall seen before any stack dump arrived waits this long for the dumps it asked "
+        "for before it opens on the other signals alone (offline replay and eval: 0, no agent answers).",
+    )
+    stack_fresh_s: float = Field(
+        30.0,
+        description="Stack dumps older than this no longer say where a rank is: they are asked for again.",
+    )
     # --- GPU signature
     spin_util_pct: float = Field(
         90.0, description="Utilisation at or above which a quiet GPU may be spinning."

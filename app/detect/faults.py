@@ -52,7 +52,9 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     if not dead:
         return None
     dead.sort(key=lambda x: (x[0], x[1].label))
-    first_ts, first, sig = dead[0]
+    if _stopped_on_purpose(st, dead):
+        return None
+    first_ts, first, sig = _first_to_go(dead)
     ev = [evidence(ts, r.label, s.kind.replace("_", " "), s.message[:400]) for ts, r, s in dead[:8]]
     tb = [s for s in first.signals if s.kind == "traceback" and abs(s.ts - first_ts) <= 120]
     tb += [
@@ -77,6 +79,9 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     what = excerpt(sig.message, 160)
     phase = phase_before_crash(first)  # a rank that stalled and then died crashed where it stalled
     others = f" ({len(dead) - 1} more rank(s) went down after it)" if len(dead) > 1 else ""
+    # several ranks gone in the same listing and nothing yet says which went first (no exit code: they are not
+    # the agent's children; the launcher's "failed (exitcode ...)" line may still be on its way): hold a moment
+    unsure = not _explained(sig) and any(r is not first and abs(ts - first_ts) <= 2.0 for ts, r, _ in dead)
     return Finding(
         key=f"crash:{st.key}",
         kind="rank_crashed",
@@ -85,10 +90,49 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
         culprit=first.label,
         ranks=[r.label for _, r, _ in dead],
         evidence=ev,
-        confidence="confirmed",
+        confidence="suspected" if unsure else "confirmed",
         since=first_ts,
         phase=phase,
     )
+
+
+def _explained(sig: Signal) -> bool:
+    """A crash signal that says on its own what happened: an exit code, or the engine's or launcher's line."""
+    return sig.kind != "process_gone" and not (
+        sig.kind == "process_exit" and sig.fields.get("exit_code") is None
+    )
+
+
+def _first_to_go(dead: list[tuple[float, RankState, Signal]]) -> tuple[float, RankState, Signal]:
+    """The rank that went down first, not one torn down after it: ranks the launcher sent a closing signal
+    (torchrun's "Sending process N closing signal SIGTERM"), or whose collective failed because a peer went
+    away, are consequences; an explained death (exit code, the launcher's "failed (exitcode: -9)" line) goes
+    before a bare disappearance seen in the same listing."""
+
+    def consequence(r: RankState) -> bool:
+        return any(s.kind in ("closing_signal", "peer_lost") for s in r.signals)
+
+    causes = [d for d in dead if not consequence(d[1])] or dead
+    t0 = causes[0][0]
+    same_listing = [d for d in causes if d[0] - t0 <= 2.0]
+    explained = [d for d in same_listing if _explained(d[2]) or any(_explained(s) for s in _deaths(d[1]))]
+    if explained:
+        ts, r, _ = explained[0]
+        return ts, r, next(s for s in _deaths(r) if _explained(s))
+    return causes[0]
+
+
+def _stopped_on_purpose(st: LaunchState, dead: list[tuple[float, RankState, Signal]]) -> bool:
+    """The launcher was told to stop (torchrun: "Received Signals.SIGTERM death signal") or sent every dead
+    rank its closing signal: the exits are the job being stopped, not a crash."""
+    first = dead[0][0]
+    if any(s.kind == "launcher_stopping" and first - 30 <= s.ts <= first + 5 for _, s in st.signals):
+        return True
+    return all(any(s.kind == "closing_signal" for s in r.signals) for _, r, _ in dead)
+
+
+def _deaths(r: RankState) -> list[Signal]:
+    return [s for s in r.signals if s.kind in CRASH_SIGNALS]
 
 
 def xids(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:

@@ -61,6 +61,12 @@ class Finding:
     since: float | None = None
     # the phase the launch was in (a stall's, a crash's): DESIGN.md's phase vocabulary
     phase: str | None = None
+    # not (yet) a problem to open: a suspicion that only asks for stack dumps (every rank quiet a while)
+    held: bool = False
+    # the evidence already held over time (a split seen in two rounds of stacks): no further hysteresis
+    settled: bool = False
+    # seen without any stack dump while the ranks' processes are known: worth waiting a moment for them
+    wants_stacks: bool = False
 
 
 @dataclass(slots=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from agents import ranklabel
+from app.detect import stacks
 from app.detect.config import DetectConfig
 from app.detect.culprit import (
     behind,
@@ -30,6 +32,8 @@ from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankStat
 # timeout line, and an excerpt often keeps only the dump.
 HANG_SIGNALS = {
     "nccl_timeout": "nccl_timeout",
+    # gloo's collective timeout and c10d's store timeout: PyTorch's own collective timeout, as NCCL's watchdog
+    "collective_timeout": "nccl_timeout",
     "nccl_heartbeat": "nccl_timeout",
     "nccl_dump": "nccl_timeout",
     "nccl_failure": "nccl_timeout",
@@ -39,6 +43,7 @@ HANG_SIGNALS = {
 # PyTorch's reports say which collective each rank stands at; SGLang's watchdog fires on the stuck scheduler
 _SGLANG_WATCHDOG = frozenset({"watchdog_timeout", "watchdog_debug"})
 MAX_EVIDENCE = 24
+MAX_STACKS = 64  # ranks of a launch whose stacks one suspicion asks for
 
 
 def loading_progress(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
@@ -72,22 +77,27 @@ def launch_phase(st: LaunchState) -> str | None:
 
 
 def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tuple[str, int]]:
-    ordered = sorted(ranks, key=lambda r: (r.label not in culprits, r.label))
-    return [(r.host, r.pid) for r in ordered if r.pid is not None][:3]
+    """Every rank's process, culprits first: the grouping needs them all."""
+    ordered = sorted(ranks, key=lambda r: (r.label not in culprits, ranklabel.sort_key(r.label)))
+    return [(r.host, r.pid) for r in ordered if r.pid is not None][:MAX_STACKS]
 
 
-def _stack_evidence(st: LaunchState, since: float) -> list[Evidence]:
-    return [
-        evidence(
-            sig.ts,
-            rank,
-            "py-spy stack",
-            f"{sig.fields.get('function') or ''} {sig.fields.get('top_frame') or ''}".strip()
-            or sig.message[:300],
-        )
-        for rank, sig in st.stacks
-        if sig.ts >= since
-    ][-4:]
+def _stack_evidence(st: LaunchState, since: float, live: list[RankState]) -> list[Evidence]:
+    groups, _, _ = stacks.rounds(st.stacks, since, [r.label for r in live])
+    return stacks.evidence_rows(groups, len(live))
+
+
+def _held(st: LaunchState, live: list[RankState]) -> Finding:
+    """Quiet, not (yet) a stall: ask for every rank's stack, open nothing."""
+    return Finding(
+        key=f"hang:{st.key}",
+        kind="suspected_deadlock",
+        launch=st.key,
+        summary="",
+        ranks=sorted(r.label for r in live),
+        stack_requests=_stack_requests(live, []),
+        held=True,
+    )
 
 
 def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[str], bool]) -> Finding | None:
@@ -114,37 +124,67 @@ def working(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str
 
 def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:
     """Every rank quiet, and either nobody works at all (fast path, ``dead_quiet_s``) or the per-phase
-    expected interval ran out while only a minority burns CPU (a rank stuck in Python, not JIT on all)."""
+    expected interval ran out while only a minority burns CPU (a rank stuck in Python, not JIT on all).
+    Stack dumps, asked for once every rank has been quiet ``stack_quiet_s``, decide sooner: most ranks waiting
+    in torch.distributed while a few are elsewhere is a stall naming those few; every rank idle in one place
+    outside torch.distributed is a job waiting by design."""
+    least = min(quiet_for(r, now) for r in live)
+    if least <= cfg.stack_quiet_s:
+        return None  # someone is still moving
+    onset = max(r.last_progress_at for r in live)
+    labels = [r.label for r in live]
+    groups, before, taken = stacks.rounds(st.stacks, onset, labels)
+    said, odd = stacks.verdict(groups, labels)
+    if said == "together":
+        if taken is not None and now - taken <= cfg.stack_fresh_s:
+            return None  # every rank in the same place outside torch.distributed: working, or idle by design
+        return _held(st, live)  # that picture is old: ask again, and stay quiet until it says otherwise
+    if said == "split" and stacks.verdict(before, labels) != (said, odd):
+        said = "mixed"  # one round may have caught a straggler on its way into the collective: ask again
+        if least <= cfg.dead_quiet_s:
+            return _held(st, live)
+    fresh = taken is not None and now - taken <= cfg.stack_fresh_s
+    on_cpu = {r for g in groups for r in g.active_ranks} if fresh else set()
     quiet: list[tuple[RankState, float, float]] = []
     busy: list[RankState] = []
     for r in live:
-        q = quiet_for(r, now)
-        if q <= cfg.dead_quiet_s:
-            return None  # someone is still moving
-        why = working(st, r, now, cfg)
+        why = working(st, r, now, cfg) or ("CPU busy" if r.label in on_cpu else None)
         if why and why != "CPU busy":
             return None  # loading from slow storage, or computing: let it work
         if why:
             busy.append(r)
-        quiet.append((r, q, cfg.dead_quiet_s))
-    if not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in live):
-        # logs alone (replay): "no sign of work" cannot be seen, so wait out each phase's expected interval
-        # ... and at least logs_only_quiet_s: JIT compiles and draft captures print nothing for minutes
-        quiet = [
-            (r, q, max(cfg.expected_s(_phase(r)) or cfg.starting_s, cfg.logs_only_quiet_s))
-            for r, q, _ in quiet
-        ]
-        if any(q <= exp for _, q, exp in quiet):
-            return None
-    if len(busy) * 2 >= len(live):
-        return None  # CPU busy on most ranks: JIT compilation before or during capture
-    if busy:
-        # a minority burning CPU while the rest wait may be one rank stuck in Python, or one rank's honest
-        # CPU work: give it the phase's whole expected interval before calling it
-        quiet = [(r, q, cfg.expected_s(_phase(r)) or cfg.starting_s) for r, q, _ in quiet]
-        if any(q <= exp for _, q, exp in quiet):
-            return None
+        quiet.append((r, quiet_for(r, now), cfg.stack_quiet_s if said == "split" else cfg.dead_quiet_s))
+    if said != "split":
+        if least <= cfg.dead_quiet_s:
+            return _held(st, live)
+        if not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in live):
+            # logs alone (replay): "no sign of work" cannot be seen, so wait out each phase's expected interval
+            # ... and at least logs_only_quiet_s: JIT compiles and draft captures print nothing for minutes
+            quiet = [
+                (r, q, max(cfg.expected_s(_phase(r)) or cfg.starting_s, cfg.logs_only_quiet_s))
+                for r, q, _ in quiet
+            ]
+            if any(q <= exp for _, q, exp in quiet):
+                return None
+        if len(busy) * 2 >= len(live):
+            return _held(st, live)  # CPU busy on most ranks: JIT compilation before or during capture
+        if busy:
+            # a minority burning CPU while the rest wait may be one rank stuck in Python, or one rank's honest
+            # CPU work: give it the phase's whole expected interval before calling it (stacks may call it first)
+            quiet = [(r, q, cfg.expected_s(_phase(r)) or cfg.starting_s) for r, q, _ in quiet]
+            if any(q <= exp for _, q, exp in quiet):
+                return _held(st, live)
     culprits, ev, reason = odd_one_out(live, now, cfg, with_milestones=True)
+    if said == "split":
+        if not culprits or set(culprits) <= set(odd):
+            culprits = odd
+            reason = (
+                f"its stack is elsewhere while {len(live) - len(odd)} peers wait in {groups[0].where}"
+                if len(odd) == 1
+                else f"their stacks are elsewhere while {len(live) - len(odd)} peers wait in {groups[0].where}"
+            )
+        else:
+            ev.append(evidence(now, None, "stacks point elsewhere", ", ".join(odd)))
     since = min(r.last_progress_at + exp for r, _, exp in quiet)
     phase = Counter(_phase(r) for r in live).most_common(1)[0][0]
     longest = max(q for _, q, _ in quiet)
@@ -157,6 +197,7 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
             + ", ".join(sorted({working(st, r, now, cfg) or "no sign of work" for r in live})),
         )
     ]
+    body += stacks.evidence_rows(groups, len(live))
     body += ev
     if culprits:
         c = next(r for r in live if r.label == culprits[0])
@@ -172,25 +213,30 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         evidence(r.last_progress_at, r.label, "last progress", r.last_progress_what)
         for r, _, _ in sorted(quiet, key=lambda x: (x[0].label not in culprits, x[0].label))[:6]
     ]
-    body += _stack_evidence(st, since)
     who = (
         f"{culprits[0]} is the suspect: {reason}"
         if len(culprits) == 1
         else (f"suspects {', '.join(culprits)}: {reason}" if culprits else "no single rank stands out")
     )
+    seen = f" Stacks: {stacks.sentence(groups, len(live))}." if groups else ""
     return Finding(
         key=f"hang:{st.key}",
         kind="suspected_deadlock",
         launch=st.key,
         # no "N s ago" here: the summary is stored and read later, when that number is wrong; pages and
         # alerts say how long from the ranks' last progress and their own clock
-        summary=f"Launch stopped making progress in {phase}; {who}.",
+        summary=f"Launch stopped making progress in {phase}; {who}.{seen}",
         culprit=culprits[0] if len(culprits) == 1 else None,
         ranks=culprits or sorted(r.label for r in live),
         evidence=body[:MAX_EVIDENCE],
-        stack_requests=_stack_requests(live, culprits),
+        # more rounds of stacks until two agree (or the picture is old): then the grouping is settled
+        stack_requests=[]
+        if said == "split" or (fresh and stacks.depth(st.stacks, onset, labels) >= 2)
+        else _stack_requests(live, culprits),
         since=since,
         phase=phase,
+        settled=said == "split",
+        wants_stacks=not groups and any(r.pid is not None for r in live),
     )
 
 
@@ -228,7 +274,7 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
                 st.gen_tokens_rise_at, None, "generation_tokens_total frozen at", int(st.gen_tokens_total)
             )
         )
-    body += ev + _stack_evidence(st, last)
+    body += ev + _stack_evidence(st, last, live)
     who = f"; {culprits[0]} is the suspect: {reason}" if len(culprits) == 1 else ""
     return Finding(
         key=f"hang:{st.key}",
@@ -257,10 +303,12 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
     sigs = [(lab, s) for lab, s in confirmed_signals(st) if now - s.ts < 3600]
     if not sigs:
         return base
+    if base is not None and base.held:
+        base = None  # a suspicion that only asked for stacks: the engine's own signal opens the incident
     first_kind = HANG_SIGNALS[sigs[0][1].kind]
     culprit = base.culprit if base else None
     culprit, reason = _signal_culprit(st, sigs, culprit)
-    sig_ev = [evidence(s.ts, lab, s.kind, s.message[:400]) for lab, s in sigs[-8:]]
+    sig_ev = [evidence(s.ts, lab, s.kind, _said(s)) for lab, s in sigs[-8:]]
     if base is not None:
         base.confidence = "confirmed"
         base.confirmed_by = sorted({HANG_SIGNALS[s.kind] for _, s in sigs})
@@ -268,10 +316,14 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         if culprit:
             base.culprit = culprit
         base.summary = (
-            base.summary.rstrip(".") + f". Confirmed by the engine: {excerpt(sigs[0][1].message, 160)}"
+            base.summary.rstrip(".") + f". Confirmed by the engine: {excerpt(_said(sigs[0][1]), 160)}"
         )
         return base
-    what = "PyTorch's NCCL watchdog" if first_kind == "nccl_timeout" else "SGLang's scheduler watchdog"
+    what = (
+        "PyTorch's collective timeout"
+        if sigs[0][1].kind == "collective_timeout"
+        else ("PyTorch's NCCL watchdog" if first_kind == "nccl_timeout" else "SGLang's scheduler watchdog")
+    )
     who = (
         f"; {culprit} is the suspect: {reason}"
         if culprit and reason
@@ -338,6 +390,11 @@ def _signal_culprit(
                 f"every peer's watchdog fired waiting for it ({', '.join(silent)} reported nothing)",
             )
     return culprit, ""
+
+
+def _said(s: Signal) -> str:
+    """What a signal says, in one line: a traceback's exception line rather than its first frames."""
+    return str(s.fields.get("exc_message") or s.message)[:400]
 
 
 def divergence(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:

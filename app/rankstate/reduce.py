@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
-from agents import wire
+from agents import ranklabel, wire
 from app.rankstate.infer import (
     BATCHES,
     SINGLE_RANK,
@@ -48,19 +47,11 @@ PHASE_OF_EVENT = {
     "capture_end": "warmup",
 }
 _PROGRESS_EVENTS = MILESTONES | {"shard_progress", "capture_progress", "decode_batch", "prefill_batch"}
-_TP_TAG = re.compile(r"(?:^|\s)TP(\d+)(?:\s|$)")
 
 
 def rank_for_global(st: LaunchState, global_rank: int) -> str | None:
-    """PyTorch names ranks by their global index; with plain TP that is the TP index of ``TPn``."""
-    label = f"TP{global_rank}"
-    if label in st.ranks:
-        return label
-    for lab in st.ranks:
-        m = _TP_TAG.search(lab)
-        if m and int(m.group(1)) == global_rank and len(lab.split()) > 1:
-            return lab
-    return None
+    """PyTorch names ranks by their global index: ``rankN`` in a torch job, the TP index of ``TPn`` in an engine."""
+    return ranklabel.label_for_global(st.ranks, global_rank)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -82,10 +73,12 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         return
     st = fleet.launch(launch)
     label = ev.rank
+    if label is not None and label not in st.ranks:
+        label = ranklabel.canonical(label, st.ranks)  # "[rank3]:" in an engine that names it TP3
     if label is None and ev.fields.get("global_rank") is not None:
         n = int(ev.fields["global_rank"] or 0)
         label = rank_for_global(st, n) or global_label(st.ranks, n)
-    if label is None and ev.kind == "child_crashed":
+    if label is None and ev.kind in ("child_crashed", "closing_signal"):
         label = _crashed_child(fleet, st, host, ev)
     if label is None and single_scheduler(st, ev):
         label = SINGLE_RANK
@@ -141,7 +134,12 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         _remember(st.weights_warnings, _signal(ev), SIGNAL_HISTORY)
     elif k == "draft_preflight":
         st.draft_preflight = _signal(ev)  # a checkpoint report, not a failure line
-    elif ev.severity in ("error", "critical") or k in ("watchdog_timeout", "traceback", "init_failed"):
+    elif ev.severity in ("error", "critical") or k in (
+        "watchdog_timeout",
+        "traceback",
+        "init_failed",
+        "launcher_stopping",
+    ):
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 
 
@@ -192,6 +190,9 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         _remember(st.weights_warnings, _signal(ev), SIGNAL_HISTORY)
     if k in _PROGRESS_EVENTS and k != "spec_metrics" and (produced(ev) or k not in BATCHES):
         progress(r, ev.ts, _describe(ev))
+    elif k == "raw" and ev.severity in ("debug", "info") and ranklabel.is_torch(r.label):
+        # a torch.distributed job has no start-up milestones: a line its rank writes is its sign of life
+        progress(r, ev.ts, "log line")
     if k in _CONFIRMED or (ev.severity == "critical" and k not in ("raw", "gpu_xid")):
         _remember(r.signals, _signal(ev), SIGNAL_HISTORY)
         if k in ("child_crashed", "init_failed", "scheduler_exception") and r.phase not in TERMINAL_PHASES:
@@ -211,6 +212,11 @@ _CONFIRMED = frozenset(
         "init_failed",
         "health_check_failed",
         "nvml_error",
+        # torch.distributed: a collective or the rendezvous timed out, a peer went away, the launcher tore
+        # the rank down (its exit that follows is a consequence, not a crash of its own)
+        "collective_timeout",
+        "peer_lost",
+        "closing_signal",
     }
 )
 
@@ -257,13 +263,17 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         r.io_read_bytes = p.io_read_bytes
     if p.state in ("exited", "Z", "X") and r.exited_at is None:
         r.exited_at, r.exit_code = p.ts, p.exit_code
-        clean = p.exit_code in CLEAN_EXIT_CODES
+        # no exit code (not the agent's child) after the launcher sent it SIGTERM: torn down, not crashed
+        torn_down = p.exit_code is None and any(s.kind == "closing_signal" for s in r.signals)
+        clean = p.exit_code in CLEAN_EXIT_CODES or torn_down
         _remember(
             r.signals,
             Signal(
                 p.ts,
                 "process_exit",
-                f"process {p.pid} exited with code {p.exit_code}",
+                f"process {p.pid} exited with code {p.exit_code}"
+                if p.exit_code is not None
+                else f"process {p.pid} exited (its exit code is its parent's to see, not the agent's)",
                 {"exit_code": p.exit_code},
             ),
             SIGNAL_HISTORY,

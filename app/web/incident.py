@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import models
+from app.detect import stacks as stack_groups
 from app.locate import rank_location
 
 STACK_LOOKBACK_S = 600.0
@@ -97,7 +98,7 @@ def _stacks(session: Session, inc: models.Incident, now: float) -> list[dict[str
             )
         ).all()
     }
-    newest: dict[str, Any] = {}
+    dumps = []
     for r in rows:
         pid = (r.fields or {}).get("pid")
         label = (
@@ -105,24 +106,15 @@ def _stacks(session: Session, inc: models.Incident, now: float) -> list[dict[str
             or (ranks_by_pid.get((r.host_id, int(pid))) if isinstance(pid, int | float) else None)
             or f"pid {pid}"
         )
-        newest[label] = r
-    groups: dict[str, dict[str, Any]] = {}
-    for rank, r in newest.items():
-        fields = r.fields or {}
-        where = str(fields.get("function") or fields.get("top_frame") or "unknown")
-        g = groups.setdefault(where, {"function": where, "ranks": [], "dump": r.message, "ts": r.ts})
-        g["ranks"].append(rank)
-    ordered = sorted(groups.values(), key=lambda g: (-len(g["ranks"]), g["function"]))
-    for g in ordered:
-        g["ranks"].sort()
-    return ordered
+        dumps.append((label, r.ts, r.message or "", r.fields or {}))
+    # the detector's own grouping (app/detect/stacks.py): the page says what the incident says
+    return [
+        {**g.as_dict(), "function": g.where, "dump": g.dump, "ts": g.ts} for g in stack_groups.group(dumps)
+    ]
 
 
 def stacks_sentence(groups: list[dict[str, Any]]) -> str:
-    """ "7 ranks in all_reduce, TP3 in load_weights" """
-    parts = []
-    for g in groups:
-        n = len(g["ranks"])
-        who = g["ranks"][0] if n == 1 else f"{n} ranks"
-        parts.append(f"{who} in {g['function']}")
-    return ", ".join(parts)
+    """ "3 of 4 ranks in all_reduce (distributed_c10d.py:3252); rank2 in <module> (hang.py:14)" """
+    return stack_groups.sentence(
+        [stack_groups.StackGroup(g["where"], g["ranks"], g["waiting"], g["active"], g["ts"]) for g in groups]
+    )

@@ -1,0 +1,96 @@
+"""torch.distributed's own lines: torchrun / elastic agent, c10d rendezvous and gloo errors, ``[rankN]:`` prefixes.
+
+Shapes, from real torchrun 2.13 jobs on gloo (tests/test_torch_jobs.py runs them):
+
+- torchrun's glog header, with no brackets and no year:
+  ``W1201 09:56:54.628000 26378 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 26580 closing signal SIGTERM``
+  ``E1201 09:56:54.661000 26378 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 2 (pid: 26581) of binary: /usr/bin/python``
+- every line a worker writes to stderr through PyTorch's per-rank prefix: ``[rank1]: Traceback ...``,
+  ``[rank1]: RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 60000ms for recv operation to complete``
+- the peers of a rank that timed out first (and exited) see ``Connection closed by peer [127.0.0.1]:19171. This
+  is typically caused by a remote worker crashing``: a consequence, never the culprit.
+- ``Received Signals.SIGTERM death signal, shutting down workers``: the job was stopped; its ranks' exits follow.
+- rendezvous that never completes: ``DistStoreError: Timed out after 61 seconds waiting for clients. 3/4
+  clients joined.`` / ``wait timeout after 60000ms, keys: /default_pg/0//cuda//0``.
+
+Pure: lines in, (kind, severity, fields) out. The header itself is ``HEAD``; the parser dates it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .values import Fields
+
+Match = tuple[str, str, Fields]
+
+# W1201 09:56:54.628000 26378 torch/distributed/run.py:874] msg
+HEAD = re.compile(
+    r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? {1,8}(\d{1,10}) ([\w./+-]{1,200}:\d{1,7})\] ?"
+)
+RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]: ?")
+_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_CLOSING = re.compile(r"Sending process (\d+) closing signal (SIG\w+)")
+_GLOO_TIMEOUT = re.compile(r"Timed out waiting (\d+)ms for (\w+) operation")
+_STORE_TIMEOUT = re.compile(
+    r"(?:Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined"
+    r"|wait timeout after (\d+)ms|Socket Timeout)"
+)
+_PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "remote worker crashing")
+
+
+def prefixed_rank(s: str) -> tuple[int, str] | None:
+    """``[rank3]: text`` (not ``[rank3]:[E...`` a glog line) -> (3, text)."""
+    m = RANK_PREFIX.match(s)
+    if m is None or s[m.end() : m.end() + 1] == "[":
+        return None
+    return int(m.group(1)), s[m.end() :]
+
+
+def launcher_message(msg: str) -> Match | None:
+    """A line of torchrun's elastic agent, or None."""
+    if "closing signal" in msg:
+        m = _CLOSING.search(msg)
+        if m:
+            return "closing_signal", "info", {"pid": int(m.group(1)), "signal": m.group(2)}
+    if "death signal, shutting down workers" in msg:
+        m = re.search(r"Received (?:Signals\.)?(SIG\w+) death signal", msg)
+        return "launcher_stopping", "warning", {"signal": m.group(1) if m else "?"}
+    if "failed (exitcode" in msg:
+        m = _FAILED.search(msg)
+        if m:
+            code = int(m.group(1))
+            return (
+                "child_crashed",
+                "error",
+                {
+                    "exit_code": code,
+                    "local_rank": int(m.group(2)),
+                    "pid": int(m.group(3)),
+                    "launcher": "torchrun",
+                },
+            )
+    return None
+
+
+def collective_error(text: str) -> Match | None:
+    """A worker's exception that says a collective or the rendezvous timed out, or that a peer went away."""
+    m = _GLOO_TIMEOUT.search(text)
+    if m:
+        return (
+            "collective_timeout",
+            "error",
+            {"backend": "gloo", "timeout_ms": int(m.group(1)), "op": m.group(2)},
+        )
+    if "DistStoreError" in text or "wait timeout after" in text or "Socket Timeout" in text:
+        m2 = _STORE_TIMEOUT.search(text)
+        if m2:
+            fields: Fields = {"backend": "c10d_store"}
+            if m2.group(2):
+                fields["joined"], fields["world_size"] = int(m2.group(2)), int(m2.group(3))
+            if m2.group(4):
+                fields["timeout_ms"] = int(m2.group(4))
+            return "collective_timeout", "error", fields
+    if any(p in text for p in _PEER_LOST):
+        return "peer_lost", "error", {"backend": "gloo"}
+    return None
