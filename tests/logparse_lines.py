@@ -493,7 +493,7 @@ REAL_LINES: list[tuple[str, str, str, str | None, str | None, dict[str, Any]]] =
         "TensorDtypes=BFloat16), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=3104, "
         "OpType=ALLREDUCE, TensorShape=[51123456], TensorDtypes=BFloat16).",
         "collective_mismatch",
-        None,
+        "rank1",  # the rank PyTorch's prefix names (agents/ranklabel.py)
         None,
         {"ranks": "1,0", "seqs": "3104,3104", "global_rank": 1},
     ),

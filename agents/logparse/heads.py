@@ -148,6 +148,7 @@ def unwrap(s: str) -> Wrapped:
             m = RANK_PREFIX.match(s)
             if m and s[m.end() : m.end() + 1] != "[":
                 fields["global_rank"] = int(m.group(1))
+                rank = ranklabel.torch_label(int(m.group(1)))  # the rank PyTorch names: rank3
             else:
                 m = PID_PREFIX.match(s) or POD.match(s) or COMPOSE.match(s)
                 if not m or not headed(s[m.end() :]):

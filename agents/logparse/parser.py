@@ -193,9 +193,13 @@ class LogParser(Dating):
 
     def _as_rank(self, rank: str, s: str, c: str, now: float | None, extra: Fields) -> list[Event]:
         """A line whose wrapper names its worker: that label is the default for this line only."""
+        out: list[Event] = []
+        if self._tb is not None and self._tb.rank not in (None, rank):
+            out.append(self._tb_event(self._tb))  # another rank's line: that rank's traceback is complete
+            self._tb = None
         saved, self.default_rank = self.default_rank, rank
         try:
-            return self._tb_then_parse(s, c, now, extra)
+            return out + self._tb_then_parse(s, c, now, extra)
         finally:
             self.default_rank = saved
 
@@ -261,8 +265,8 @@ class LogParser(Dating):
                 return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
         if c in "IWEF" and s[1:2].isdigit():
             m = torchrun.HEAD.match(s)
-            if m:
-                return self._torchrun(m, s, now, extra)
+            if m and (launcher := self._torchrun(m, s, now)) is not None:
+                return launcher
         if c.isupper():
             lvl = s[:4]
             m = heads.VLLM.match(s) if lvl in _LEVEL_HEADS else None
@@ -371,17 +375,19 @@ class LogParser(Dating):
                 fields.setdefault(k, v)
         return self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)
 
-    def _torchrun(self, m: re.Match[str], s: str, now: float | None, extra: Fields | None) -> list[Event]:
-        """torchrun's year-less glog header (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874]``)."""
+    def _torchrun(self, m: re.Match[str], s: str, now: float | None) -> list[Event] | None:
+        """torchrun's own lines (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874] ...``) that say a
+        worker failed or was sent its closing signal; None for any other glog line (read as glog below)."""
         g = m.groups()
-        ts = self._no_year(int(g[1]), int(g[2]), g[3:6], (g[6] or "")[:6], now)
-        self._saw("glog", ts, False)
         msg = s[m.end() :]
         hit = torchrun.launcher_message(msg)
         if hit is None:
-            return self._message(self._ts(ts, now), msg, self.default_rank, glog_severity(g[0]), extra)
+            return None
+        ts = self._no_year(int(g[1]), int(g[2]), g[3:6], (g[6] or "")[:6], now)
+        self._saw("glog", ts, False)
         kind, sev, fields = hit
         fields["source_file"] = g[8][:128]
+        fields.setdefault("pid", int(g[7]))
         return [self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)]
 
     def _uvicorn(self, s: str, end: int, level: str, now: float | None, extra: Fields | None) -> list[Event]:
