@@ -1,4 +1,4 @@
-"""Store agent batches: one transaction per group of batches, idempotent on (agent_id, seq); a batch is stored
+"""Store agent batches: one transaction per group of batches, idempotent on (host, agent_id, seq); a batch is stored
 whole or not at all. The rows themselves are written by app/ingest_tables.py."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class IngestCache:
     request must never reference a row that may still roll back."""
 
     hosts: MutableMapping[str, int] = field(default_factory=dict)
-    gpus: MutableMapping[str, int] = field(default_factory=dict)
+    gpus: MutableMapping[tuple[int, str], int] = field(default_factory=dict)  # (host id, uuid)
     gpu_meta: MutableMapping[int, tuple[Any, ...]] = field(default_factory=dict)
     processes: MutableMapping[tuple[int, int, float], int] = field(default_factory=dict)
     process_seen: MutableMapping[int, float] = field(default_factory=dict)
@@ -160,11 +160,12 @@ def store_batches(
     host_ids = tables.hosts(session, [(b.agent, now) for b, now in items], cache)
     # The idempotency keys go in first: a concurrent copy of the same batch (another server) waits on them and
     # then finds the conflict, so exactly one copy stores its rows.
-    firsts: dict[tuple[str, int], int] = {}
+    # The key is per host (the token's host): another host's batch can never take this host's key.
+    firsts: dict[tuple[int, str, int], int] = {}
     for i, (b, _) in enumerate(items):
-        firsts.setdefault((b.agent.agent_id, b.seq), i)
+        firsts.setdefault((host_ids[b.agent.host], b.agent.agent_id, b.seq), i)
     claimed = {
-        (r.agent_id, r.seq)
+        (r.host_id, r.agent_id, r.seq)
         for r in insert_ignore(
             session,
             models.IngestedBatch.__table__,
@@ -172,7 +173,7 @@ def store_batches(
                 {
                     "agent_id": b.agent.agent_id,
                     "seq": b.seq,
-                    "host_id": host_ids[b.agent.host],
+                    "host_id": key[0],
                     "received_at": now,
                     "n_gpus": len(b.gpus),
                     "n_processes": len(b.processes),
@@ -182,7 +183,7 @@ def store_batches(
                 for key, i in firsts.items()
                 for b, now in [items[i]]
             ],
-            ["agent_id", "seq"],
+            ["host_id", "agent_id", "seq"],
         )
     }
     placed: list[tables.Placed] = []
@@ -190,7 +191,7 @@ def store_batches(
     open_launches: dict[int, Any] = {}  # one read of a deployment's open launch per group
     for i, (b, now) in enumerate(items):
         host_id = host_ids[b.agent.host]
-        key = (b.agent.agent_id, b.seq)
+        key = (host_id, b.agent.agent_id, b.seq)
         if firsts[key] != i or key not in claimed:
             results.append(IngestResult(duplicate=True, stored={}, host_id=host_id))
             continue

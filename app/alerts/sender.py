@@ -109,7 +109,9 @@ def post(client: httpx.Client, claimed: Claimed) -> Outcome:
     answer = resp.text[:300].strip()
     if 200 <= resp.status_code < 300:
         return Outcome(resp.status_code, None, ms, answer=answer)
-    detail = answer
+    # the error (stored, and shown by the API) never quotes the body: a receiver URL may name any internal
+    # service, and its answer is not the API's to read back (SSRF); `specwatch receiver test` prints it locally
+    detail = resp.reason_phrase or "error"
     if 300 <= resp.status_code < 400:
         detail = f"redirected to {resp.headers.get('location')}: configure the final URL"
     retry_after = None
