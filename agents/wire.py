@@ -147,6 +147,9 @@ class AgentInfo:
     deployment: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/-]+$")]
     version: Label = "unknown"
     interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    # lifetime totals of what the agent's spool bound dropped unsent (kept outside the droppable batches)
+    spool_dropped_batches: NonNeg = 0
+    spool_dropped_samples: NonNeg = 0
 
 
 @dataclass(slots=True)

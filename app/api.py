@@ -110,6 +110,8 @@ def list_hosts(request: Request) -> list[dict[str, Any]]:
                 "last_seen": h.last_seen,
                 "agent_version": h.agent_version,
                 "interval_s": h.interval_s,
+                "spool_dropped_batches": h.spool_dropped_batches,
+                "spool_dropped_samples": h.spool_dropped_samples,
                 "gpus": by_host.get(h.id, []),
             }
             for h in hosts

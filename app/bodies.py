@@ -90,7 +90,7 @@ class JsonBodyRoute(APIRoute):
         return handler
 
 
-MAX_ERRORS = 10
+MAX_ERRORS = 50
 
 
 def located_errors(exc: ValidationError) -> list[dict[str, Any]]:

@@ -58,6 +58,8 @@ _HOST_SEEN = (
         agent_version=bindparam("version"),
         agent_id=bindparam("aid"),
         interval_s=bindparam("interval"),
+        spool_dropped_batches=bindparam("dropped_b"),
+        spool_dropped_samples=bindparam("dropped_s"),
     )
 )
 _GPU_META = (
@@ -181,6 +183,8 @@ def hosts(
                 "version": agent.version,
                 "aid": agent.agent_id,
                 "interval": agent.interval_s,
+                "dropped_b": agent.spool_dropped_batches,
+                "dropped_s": agent.spool_dropped_samples,
             }
             # in id order: servers that update the same hosts then lock them in the same order, and
             # a transaction that would wait for one another in a cycle (a deadlock) cannot form here

@@ -48,6 +48,9 @@ class Host(Base):
     agent_version: Mapped[str | None] = mapped_column(String(64))
     agent_id: Mapped[str | None] = mapped_column(String(64))
     interval_s: Mapped[float] = mapped_column(Float, default=1.0)
+    # what the host's agent spool dropped unsent, as its latest batch reported (lifetime totals)
+    spool_dropped_batches: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    spool_dropped_samples: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class AgentToken(Base):

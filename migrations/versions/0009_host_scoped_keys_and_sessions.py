@@ -5,6 +5,7 @@
   deleted from its agent's spool unstored (a machine image with a baked-in agent id did it by accident).
 - ``gpus``: a GPU is (host_id, uuid). Keyed by UUID alone, one host's samples naming another's GPU went into
   that GPU's series and moved it under the writer.
+- ``hosts.spool_dropped_*``: what each host's agent spool dropped unsent, from the totals every batch carries.
 - ``user_sessions``: a browser login is a row, checked (within the same 10 s as bearer tokens) on every
   request: revoking the user token behind it, or logging out, ends it.
 
@@ -24,6 +25,9 @@ depends_on = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("hosts") as batch_op:
+        for name in ("spool_dropped_batches", "spool_dropped_samples"):
+            batch_op.add_column(sa.Column(name, sa.BigInteger(), server_default="0", nullable=False))
     with op.batch_alter_table("ingested_batches") as batch_op:
         batch_op.drop_constraint("uq_ingested_batches_agent_id", type_="unique")
         batch_op.create_unique_constraint("uq_ingested_batches_host_id", ["host_id", "agent_id", "seq"])
@@ -55,3 +59,6 @@ def downgrade() -> None:
     with op.batch_alter_table("ingested_batches") as batch_op:
         batch_op.drop_constraint("uq_ingested_batches_host_id", type_="unique")
         batch_op.create_unique_constraint("uq_ingested_batches_agent_id", ["agent_id", "seq"])
+    with op.batch_alter_table("hosts") as batch_op:
+        batch_op.drop_column("spool_dropped_samples")
+        batch_op.drop_column("spool_dropped_batches")
