@@ -15,7 +15,8 @@
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = text;
+    // bidi controls (U+202A-E, U+2066-9) in a label or log line must not reorder the text around it
+    if (text !== undefined && text !== null) e.textContent = String(text).replace(/[\u202A-\u202E\u2066-\u2069]/g, "\uFFFD");
     return e;
   };
   const utc = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
