@@ -9,7 +9,7 @@ from fastapi.responses import HTMLResponse
 
 SWAGGER_UI = "5.32.0"
 PAGE = f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specwatch · API</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">
 <link rel="stylesheet" href="/static/vendor/swagger-ui-{SWAGGER_UI}.css"></head>
 <body><div id="swagger-ui"></div>
 <script src="/static/vendor/swagger-ui-{SWAGGER_UI}-bundle.js"></script>
