@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
 from app import models
-from app.bodies import JsonBodyRoute
+from app.bodies import JsonBodyRoute, unprocessable
 from app.ingest import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
 from app.locate import rank_location
 
@@ -75,7 +75,7 @@ async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
         shift_times(batch, offset)
         check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
     except BatchRejected as exc:
-        raise HTTPException(422, str(exc)) from exc
+        raise unprocessable(exc.loc, str(exc)) from exc
     stored = await app_state.ingest_writer.store(token, batch, now)
     for hook in getattr(app_state, "after_ingest", []):
         hook(batch, stored.result, now)

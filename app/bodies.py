@@ -108,3 +108,9 @@ def located_errors(exc: ValidationError) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def unprocessable(loc: tuple[str | int, ...], msg: str) -> RequestValidationError:
+    """A 422 for a well-formed request the server refuses, in the shape of every other 422 (FastAPI's list of
+    located problems), so clients and the agent read one shape."""
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg}])

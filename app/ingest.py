@@ -16,7 +16,12 @@ from app.db import insert_ignore
 
 
 class BatchRejected(ValueError):
-    """A batch that is well-formed but not acceptable (e.g. timestamps far in the future)."""
+    """A batch that is well-formed but not acceptable (e.g. timestamps far in the future); ``loc`` says where,
+    as a 422's location does."""
+
+    def __init__(self, msg: str, loc: tuple[str | int, ...] = ("body",)) -> None:
+        super().__init__(msg)
+        self.loc = loc
 
 
 @dataclass(slots=True)
@@ -40,11 +45,13 @@ def check_times(batch: wire.IngestBatch, now: float, max_future_s: float, max_pa
             if rec.ts > now + max_future_s:
                 raise BatchRejected(
                     f"{name}[{i}].ts is {rec.ts - now:.0f} s in the server's future "
-                    f"(limit {max_future_s:.0f} s): check the agent host's clock"
+                    f"(limit {max_future_s:.0f} s): check the agent host's clock",
+                    ("body", name),
                 )
             if rec.ts < now - max_past_s:
                 raise BatchRejected(
-                    f"{name}[{i}].ts is {now - rec.ts:.0f} s in the past (limit {max_past_s:.0f} s)"
+                    f"{name}[{i}].ts is {now - rec.ts:.0f} s in the past (limit {max_past_s:.0f} s)",
+                    ("body", name),
                 )
 
 
@@ -60,13 +67,16 @@ def clock_offset(sent_at: str | None, now: float, correct_above_s: float, refuse
     try:
         agent_now = float(sent_at)
     except ValueError as exc:
-        raise BatchRejected(f"{SENT_AT_HEADER} must be Unix seconds, got {sent_at[:40]!r}") from exc
+        raise BatchRejected(
+            f"{SENT_AT_HEADER} must be Unix seconds, got {sent_at[:40]!r}", ("header", SENT_AT_HEADER)
+        ) from exc
     offset = now - agent_now
     if abs(offset) > refuse_above_s:
         side = "behind" if offset > 0 else "ahead of"
         raise BatchRejected(
             f"the agent's clock is {abs(offset):.0f} s {side} the server's (limit {refuse_above_s:.0f} s): "
-            "fix time sync (NTP) on that host"
+            "fix time sync (NTP) on that host",
+            ("header", SENT_AT_HEADER),
         )
     return offset if abs(offset) > correct_above_s else 0.0
 

@@ -25,6 +25,7 @@ from app import (
     auth,
     health,
     leader,
+    openapi,
     partitions,
     promexport,
     retention,
@@ -63,6 +64,12 @@ class IngestStats:
         for k, v in result.stored.items():
             self.records[k] = self.records.get(k, 0) + v
         self.latency_sum_s += seconds
+
+
+def out_of_range_answer() -> JSONResponse:
+    """A 422 in the shape of every other (a list of located problems), for a value the database refused."""
+    problem = {"type": "out_of_range", "loc": ["request"], "msg": "a value in the request is out of range"}
+    return JSONResponse({"detail": [problem]}, status_code=422)
 
 
 def create_app(settings: Settings | None = None, holder: str | None = None) -> FastAPI:
@@ -176,8 +183,8 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
         # Whatever happened, the unit of work rolled back: nothing of the request was stored.
         first_line = str(exc).splitlines()[0]
         if isinstance(exc, DataError):
-            # a value the database cannot hold (an id beyond 64 bits, say): the request's fault
-            return JSONResponse({"detail": "a value in the request is out of range"}, status_code=422)
+            # a value the database cannot hold (an id beyond 32 bits, say): the request's fault
+            return out_of_range_answer()
         if health.is_disk_full(exc):
             app.state.health.disk_full_at = time.time()
             held = unavailable_log.allow("disk full", time.time())
@@ -204,8 +211,9 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
     @app.exception_handler(OverflowError)
     async def out_of_range(request: Request, exc: Exception) -> JSONResponse:
         # SQLite's driver refuses integers beyond 64 bits before the query runs
-        return JSONResponse({"detail": "a value in the request is out of range"}, status_code=422)
+        return out_of_range_answer()
 
+    openapi.install(app)
     app.state.health = health.Health(engine, settings, app.state.leadership, app.state.holder)
     health.install(app)
     apidocs.install(app)

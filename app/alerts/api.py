@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 
 from app.alerts import receivers, silences
 from app.api import SessionsDep
+from app.bodies import unprocessable
 from app.db import transaction
 from app.models import AlertAttempt, AlertDelivery, AlertReceiver, Silence
 
@@ -67,7 +68,7 @@ def add_receiver(body: ReceiverIn, sessions: SessionsDep) -> dict[str, Any]:
     except receivers.ReceiverExists as exc:
         raise HTTPException(409, str(exc)) from exc
     except receivers.ReceiverError as exc:
-        raise HTTPException(422, str(exc)) from exc
+        raise unprocessable(("body",), str(exc)) from exc
 
 
 def _receiver(s: Any, ref: int) -> AlertReceiver:
@@ -142,7 +143,7 @@ def add_silence(body: SilenceIn, sessions: SessionsDep) -> dict[str, Any]:
             )
             return silences.as_dict(row, now)
     except silences.SilenceError as exc:
-        raise HTTPException(422, str(exc)) from exc
+        raise unprocessable(("body",), str(exc)) from exc
 
 
 @router.delete("/silences/{silence_id}")

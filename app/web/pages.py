@@ -11,6 +11,7 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy import func, select
 
 from app import __version__, models
+from app.bodies import unprocessable
 from app.resources import templates_dir
 from app.web import overview
 from app.web.format import FILTERS, without_bidi_controls
@@ -79,7 +80,7 @@ def launch_page(
     rank: Annotated[str | None, Query(max_length=64)] = None,
 ) -> HTMLResponse:
     if start is not None and end is not None and end <= start:
-        raise HTTPException(422, f"'to' ({end}) must be after 'from' ({start})")
+        raise unprocessable(("query", "to"), f"'to' ({end}) must be after 'from' ({start})")
     with request.app.state.sessions() as s:
         try:
             header = launch_header(s, launch_id)
