@@ -9,8 +9,8 @@
 - ``user_sessions``: a browser login is a row, checked (within the same 10 s as bearer tokens) on every
   request: revoking the user token behind it, or logging out, ends it.
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
-down_revision = "0008"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
