@@ -1,5 +1,8 @@
 # specwatch server image (the agent runs on the GPU hosts as a systemd service: deploy/systemd/).
-#   docker build -t specwatch .          docker run -p 8000:8000 specwatch
+#   docker build -t specwatch .          docker run -p 8000:8000 -v specwatch:/var/lib/specwatch specwatch
+#   docker run --rm -v specwatch:/var/lib/specwatch specwatch user add me --role admin   # the first admin
+# The image listens on the network, so it requires sign-in (SPECWATCH_AUTH=token; auth=none would refuse to
+# start on 0.0.0.0): docs/security.md.
 # Two stages: the wheel is built from the source tree, then installed alone into a slim runtime image, so
 # the image holds exactly what `pip install specwatch` would.
 FROM python:3.11-slim AS build
@@ -12,6 +15,7 @@ FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     SPECWATCH_HOST=0.0.0.0 \
+    SPECWATCH_AUTH=token \
     SPECWATCH_PORT=8000 \
     SPECWATCH_DATA_DIR=/var/lib/specwatch
 COPY --from=build /dist/*.whl /tmp/

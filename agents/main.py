@@ -328,7 +328,11 @@ class Agent:
         for i, chunk in enumerate(chunks):
             seq = self.spool.reserve()
             batch = {
-                "agent": self._agent,
+                "agent": {
+                    **self._agent,
+                    "spool_dropped_batches": self.spool.dropped_batches_ever,
+                    "spool_dropped_samples": self.spool.dropped_samples_ever,
+                },
                 "seq": seq,
                 "sent_at": now,
                 "gpus": self._gpus if i == 0 else [],

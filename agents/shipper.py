@@ -29,6 +29,7 @@ RETRYABLE = frozenset({408, 425, 429})
 _GROUPS = ("gpus", "processes", "events", "metrics")
 SENT_AT_HEADER = "X-Specwatch-Sent-At"  # the server's name for it (app/ingest.py); agents never import app
 AUTH = frozenset({401, 403})
+MAX_SALVAGE_ROUNDS = 50
 
 
 @dataclass(slots=True)
@@ -68,7 +69,7 @@ class Shipper:
         self.stats = ShipperStats()
         self._rng = rng or random.Random()
         self._failures = 0
-        self._salvaged: set[int] = set()
+        self._salvaged: dict[int, int] = {}  # seq -> salvage rounds so far
         self._clock_offset: float | None = None
         self._down_since: float | None = None
         self._last_complaint = 0.0
@@ -162,9 +163,14 @@ class Shipper:
             return 0.0
         reason = _reason(resp) if resp.status_code != 200 else ""
         if resp.status_code >= 500 or resp.status_code in RETRYABLE:
-            retry_after = resp.headers.get("retry-after", "")
             delay = self._failed(reason)
-            return max(delay, float(retry_after)) if retry_after.isdigit() else delay
+            # the server knows when it expects to be back (a database restart: 2 s): its Retry-After replaces
+            # our own exponential guess, which after a long outage would leave us idle for up to
+            # max_backoff_s after it came back (with a little jitter, so agents do not return in lockstep)
+            retry_after = resp.headers.get("retry-after", "")
+            if retry_after.isdigit():
+                return min(self.max_backoff_s, float(retry_after)) * self._rng.uniform(1.0, 1.25)
+            return delay
         if resp.status_code == 422 and "the agent's clock is" in reason:
             # the host's clock, not the batch: keep everything until NTP is fixed
             return self._failed(f"{reason} — data is kept")
@@ -183,10 +189,12 @@ class Shipper:
 
         The server's 422 lists the offending locations (``["body", "processes", 9, "cpu_time_s"]``); an ingest
         that fails validation stores nothing, so the cleaned batch can go again under the same sequence number.
-        The refused records are kept in the quarantine for a human. Done once per batch: a cleaned batch that is
-        refused again is quarantined whole.
+        The refused records are kept in the quarantine for a human. The server names at most a few dozen
+        records per answer (its error list is capped, with a last ``too_many_errors`` entry): each round drops
+        the named ones and sends the rest again, so a batch with more bad records takes a few rounds. Every
+        round shrinks the batch, and the rounds are bounded (MAX_SALVAGE_ROUNDS).
         """
-        if seq in self._salvaged:
+        if self._salvaged.get(seq, 0) >= MAX_SALVAGE_ROUNDS:
             return False
         try:
             detail = resp.json().get("detail")
@@ -199,6 +207,8 @@ class Shipper:
             if record and isinstance(loc, list) and isinstance(loc[2], int):
                 bad.setdefault(loc[1], set()).add(loc[2])
                 continue
+            if isinstance(d, dict) and d.get("type") == "too_many_errors":
+                continue  # more of the same: named in the next round
             return False  # something other than individual records is wrong: not salvageable
         if not bad:
             return False
@@ -209,7 +219,7 @@ class Shipper:
             refused[group] = [r for i, r in enumerate(records) if i in indexes]
             batch[group] = [r for i, r in enumerate(records) if i not in indexes]
         n = sum(len(v) for v in refused.values())
-        self._salvaged.add(seq)
+        self._salvaged[seq] = self._salvaged.get(seq, 0) + 1
         self.stats.refused_records += n
         self.spool.set_aside(seq, orjson.dumps({"refused": refused, "detail": detail}))
         self.spool.rewrite(seq, batch)

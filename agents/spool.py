@@ -105,6 +105,10 @@ class Spool:
         self._drops = DropReport()
         self.quarantined = 0
         self.dropped_total = 0
+        # lifetime totals, kept in the state file (never in a batch the bound could drop): every batch carries
+        # them, so the server learns the whole loss from whichever batch arrives next
+        self.dropped_batches_ever = 0
+        self.dropped_samples_ever = 0
         self._held = Held(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lockfile = open(self.dir / ".lock", "a")  # noqa: SIM115 - held for the spool's lifetime
@@ -124,6 +128,8 @@ class Spool:
             try:
                 state = orjson.loads(path.read_bytes())
                 agent_id, next_seq = str(state["agent_id"]), int(state["next_seq"])
+                self.dropped_batches_ever = max(0, int(state.get("dropped_batches", 0)))
+                self.dropped_samples_ever = max(0, int(state.get("dropped_samples", 0)))
                 if not re.fullmatch(r"[A-Za-z0-9_-]{8,64}", agent_id) or next_seq < 0:
                     raise ValueError(f"bad values {state!r}")
                 return agent_id, next_seq
@@ -138,7 +144,13 @@ class Spool:
         return agent_id, 0
 
     def _save_state(self, agent_id: str, next_seq: int) -> None:
-        atomic_write(self.dir / STATE_FILE, orjson.dumps({"agent_id": agent_id, "next_seq": next_seq}))
+        state = {
+            "agent_id": agent_id,
+            "next_seq": next_seq,
+            "dropped_batches": self.dropped_batches_ever,
+            "dropped_samples": self.dropped_samples_ever,
+        }
+        atomic_write(self.dir / STATE_FILE, orjson.dumps(state))
 
     def _scan(self) -> None:
         for path in sorted(self.dir.iterdir()):
@@ -283,6 +295,12 @@ class Spool:
         self._bytes -= b.size
         b.path.unlink(missing_ok=True)
         self.dropped_total += 1
+        self.dropped_batches_ever += 1
+        self.dropped_samples_ever += b.samples
+        try:
+            self._save_state(self.agent_id, self._leased)
+        except OSError:
+            pass  # the disk is full: the totals in memory still go with every batch
         d = self._drops
         d.batches += 1
         d.samples += b.samples

@@ -20,20 +20,27 @@ _STRICT = ConfigDict(extra="forbid")
 # which under a busy server cost it 2-4x (every callback is a chance to hand the interpreter lock over). NUL
 # characters, which PostgreSQL text cannot hold, are replaced in the request bytes before validation instead
 # (app/bodies.py).
-Scalar = float | int | str | bool | None
+# Ranges are checked here, in the schema, so that a value the database cannot hold is a 422 naming its field
+# (never a 500 from the driver that an agent would retry forever): 64-bit columns take up to 2**63 - 1,
+# 32-bit ones (pids, thread counts, exit codes, GPU indexes) up to 2**31 - 1. Measured floats are finite.
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+Scalar = float | int | str | bool | None  # event fields: stored as JSON, where any number fits
 Label = Annotated[str, Field(max_length=128)]
 Text = Annotated[str, Field(max_length=8192)]
 Pct = Annotated[float, Field(ge=0, le=1000)]
-NonNeg = Annotated[int, Field(ge=0)]
-NonNegF = Annotated[float, Field(ge=0)]
-Ts = Annotated[float, Field(ge=0)]
+NonNeg = Annotated[int, Field(ge=0, le=INT64_MAX)]
+NonNeg32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
+NonNegF = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Ts = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Severity = Literal["debug", "info", "warning", "error", "critical"]
 
 
 @dataclass(slots=True)
 class GpuProcess:
     __pydantic_config__ = _STRICT
-    pid: NonNeg
+    pid: NonNeg32
     used_mem_bytes: NonNeg | None = None
     sm_util_pct: Pct | None = None
 
@@ -44,7 +51,7 @@ class GpuSample:
 
     __pydantic_config__ = _STRICT
     ts: Ts
-    index: NonNeg
+    index: NonNeg32
     uuid: Label
     name: Label | None = None
     util_gpu_pct: Pct | None = None
@@ -53,7 +60,7 @@ class GpuSample:
     mem_total_bytes: NonNeg | None = None
     power_w: NonNegF | None = None
     power_limit_w: NonNegF | None = None
-    temp_c: Annotated[float, Field(ge=-50, le=200)] | None = None
+    temp_c: Annotated[float, Field(ge=-50, le=200, allow_inf_nan=False)] | None = None
     sm_clock_mhz: NonNegF | None = None
     pcie_tx_bytes_s: NonNegF | None = None
     pcie_rx_bytes_s: NonNegF | None = None
@@ -67,19 +74,19 @@ class ProcessSample:
 
     __pydantic_config__ = _STRICT
     ts: Ts
-    pid: NonNeg
+    pid: NonNeg32
     create_time: Ts
     name: Label
     rank: Label | None = None
     role: Literal["scheduler", "main", "tokenizer", "detokenizer", "worker", "other"] = "other"
     engine: Literal["sglang", "vllm", "torch", "unknown"] = "unknown"
     state: Annotated[str, Field(max_length=16)] = "R"  # R/S/D/Z/T, or "exited"
-    threads: NonNeg | None = None
+    threads: NonNeg32 | None = None
     rss_bytes: NonNeg | None = None
     cpu_time_s: NonNegF | None = None
     cpu_pct: NonNegF | None = None
     io_read_bytes: NonNeg | None = None
-    exit_code: int | None = None
+    exit_code: Int32 | None = None
     gpu_uuids: Annotated[list[Label], Field(max_length=64)] = field(default_factory=list)
     cmdline: Text | None = None
 
@@ -123,7 +130,8 @@ class Event:
 
 @dataclass(slots=True)
 class MetricSample:
-    """One series value scraped from the engine's Prometheus endpoint (name keeps the engine prefix)."""
+    """One series value scraped from the engine's Prometheus endpoint (name keeps the engine prefix). NaN and
+    ±Inf are valid Prometheus values and accepted; the server stores them as the sample's absence."""
 
     __pydantic_config__ = _STRICT
     ts: Ts
@@ -140,6 +148,9 @@ class AgentInfo:
     deployment: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/-]+$")]
     version: Label = "unknown"
     interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    # lifetime totals of what the agent's spool bound dropped unsent (kept outside the droppable batches)
+    spool_dropped_batches: NonNeg = 0
+    spool_dropped_samples: NonNeg = 0
 
 
 @dataclass(slots=True)

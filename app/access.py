@@ -3,8 +3,10 @@
 Modes (setting ``auth``):
 - ``none``: everything open; bind to localhost or put it behind something that authenticates.
 - ``token``: people and tools present a user token (``specwatch user add``), as ``Authorization: Bearer``
-  or, in the browser, once on /login, which sets a signed, HttpOnly, SameSite=Lax session cookie.
-- ``proxy``: a reverse proxy authenticates and passes the user (and groups) in headers.
+  or, in the browser, once on /login, which sets an HttpOnly, SameSite=Lax cookie naming a server-side
+  session (app/user_sessions.py): revoking the user token, or logging out, ends it within TOKEN_CACHE_S.
+- ``proxy``: a reverse proxy authenticates and passes the user (and groups) in headers, believed only from
+  the ``proxy_trusted`` addresses.
 Roles: ``viewer`` reads everything; ``admin`` may also change things (receivers, silences, tokens, resolving
 incidents). Every request that changes something made with a session cookie must carry the session's CSRF
 token in ``X-CSRF-Token`` (the dashboard's JS sends it); bearer requests cannot be forged cross-site.
@@ -13,25 +15,21 @@ Agent ingest keeps its own host-scoped tokens and is not affected.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import html
+import ipaddress
 import json
-import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, quote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app import auth
-from app.db import insert_ignore
-from app.models import ServerSecret
+from app import auth, user_sessions
 
 SESSION_COOKIE = "specwatch_session"
 CSRF_COOKIE = "specwatch_csrf"
@@ -40,46 +38,6 @@ SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # paths that authenticate themselves (ingest: agent tokens) or must stay reachable (health, login, assets)
 OPEN_PREFIXES = ("/healthz", "/static/", "/login", "/logout", "/api/v1/ingest")
 TOKEN_CACHE_S = 10.0
-
-
-def signing_key(factory: sessionmaker[Session]) -> bytes:
-    """The session-signing key all servers on this database share, created by whichever starts first."""
-    with factory() as s, s.begin():
-        insert_ignore(
-            s, ServerSecret.__table__, [{"name": "session", "value": secrets.token_hex(32)}], ["name"]
-        )
-        value = s.execute(select(ServerSecret.value).where(ServerSecret.name == "session")).scalar_one()
-    return bytes.fromhex(value)
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def sign_session(key: bytes, principal: auth.Principal, ttl_s: float, now: float) -> str:
-    payload = _b64(
-        json.dumps({"n": principal.name, "r": principal.role, "c": principal.csrf, "e": now + ttl_s}).encode()
-    )
-    mac = _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
-    return f"{payload}.{mac}"
-
-
-def read_session(key: bytes, cookie: str, now: float) -> auth.Principal | None:
-    payload, _, mac = cookie.partition(".")
-    expected = _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
-    if not mac or not hmac.compare_digest(mac, expected):
-        return None
-    try:
-        data = json.loads(_unb64(payload))
-    except ValueError:
-        return None
-    if float(data.get("e", 0)) < now:
-        return None
-    return auth.Principal(name=str(data["n"]), role=str(data["r"]), via="session", csrf=str(data["c"]))
 
 
 def _cookies(scope: Scope) -> dict[str, str]:
@@ -100,6 +58,10 @@ def _header(scope: Scope, name: str) -> str | None:
     return None
 
 
+def _networks(entries: list[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [ipaddress.ip_network(e.strip(), strict=False) for e in entries if e.strip()]
+
+
 class AccessControl:
     """Pure ASGI middleware (streams such as the SSE feed pass through untouched)."""
 
@@ -107,17 +69,44 @@ class AccessControl:
         self.app = app
         self.settings = settings
         self.factory = factory
-        self.key = signing_key(factory) if settings.auth == "token" else b""
+        self.proxies = _networks(settings.proxy_trusted)
+        # bearer tokens and session ids, each with when it was last checked against the database
         self._tokens: dict[str, tuple[float, auth.Principal | None]] = {}
+        self._sessions: dict[str, tuple[float, auth.Principal | None]] = {}
 
-    def _bearer(self, token: str, now: float) -> auth.Principal | None:
-        hit = self._tokens.get(token)
-        if hit and now - hit[0] < TOKEN_CACHE_S:  # revocation takes effect within this many seconds
+    def _cached(
+        self,
+        cache: dict[str, tuple[float, auth.Principal | None]],
+        key: str,
+        now: float,
+        check: Callable[[Session], auth.Principal | None],
+    ) -> auth.Principal | None:
+        hit = cache.get(key)
+        if hit and now - hit[0] < TOKEN_CACHE_S:  # revocation and logout take effect within this long
             return hit[1]
         with self.factory() as s:
-            principal = auth.verify_user_token(s, token)
-        self._tokens[token] = (now, principal)
+            principal = check(s)
+        if len(cache) > 10_000:  # a flood of made-up tokens must not grow the cache without bound
+            cache.clear()
+        cache[key] = (now, principal)
         return principal
+
+    def _bearer(self, token: str, now: float) -> auth.Principal | None:
+        return self._cached(self._tokens, token, now, lambda s: auth.verify_user_token(s, token))
+
+    def _session(self, sid: str, now: float) -> auth.Principal | None:
+        return self._cached(self._sessions, sid, now, lambda s: user_sessions.verify(s, sid, now))
+
+    def forget_session(self, sid: str) -> None:
+        self._sessions.pop(sid, None)
+
+    def _from_proxy(self, scope: Scope) -> bool:
+        client = scope.get("client")
+        try:
+            address = ipaddress.ip_address(client[0]) if client else None
+        except ValueError:
+            return False
+        return address is not None and any(address in net for net in self.proxies)
 
     def principal(self, scope: Scope, now: float) -> auth.Principal | None:
         mode = self.settings.auth
@@ -125,7 +114,8 @@ class AccessControl:
             return auth.Principal(name="anonymous", role="admin", via="open")
         if mode == "proxy":
             user = _header(scope, self.settings.proxy_user_header)
-            if not user:
+            # only the proxy may say who the user is: anyone else could send the same headers
+            if not user or not self._from_proxy(scope):
                 return None
             groups = (_header(scope, self.settings.proxy_groups_header) or "").replace(";", ",").split(",")
             role = "admin" if self.settings.proxy_admin_group in {g.strip() for g in groups} else "viewer"
@@ -134,14 +124,18 @@ class AccessControl:
         if authorization and authorization.lower().startswith("bearer "):
             return self._bearer(authorization[7:].strip(), now)
         cookie = _cookies(scope).get(SESSION_COOKIE)
-        return read_session(self.key, cookie, now) if cookie else None
+        return self._session(cookie, now) if cookie else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        if path.startswith(OPEN_PREFIXES) or path == "/favicon.ico":
+        if (
+            path.startswith(OPEN_PREFIXES)
+            or path == "/favicon.ico"
+            or (path == "/metrics" and self.settings.public_metrics)
+        ):
             if self.settings.auth == "token":
                 scope.setdefault("state", {})["access"] = self
             await self.app(scope, receive, send)
@@ -224,14 +218,12 @@ def install(app: Any, settings: Any) -> None:
             return HTMLResponse(
                 LOGIN_PAGE.format(next=html.escape(target), error="That token is not valid."), status_code=401
             )
-        csrf = secrets.token_urlsafe(24)
-        principal = auth.Principal(name=found.name, role=found.role, via="session", csrf=csrf)
-        cookie = sign_session(access.key, principal, settings.session_ttl_s, time.time())
+        sid, csrf = user_sessions.start(access.factory, found, settings.session_ttl_s, time.time())
         secure = request.url.scheme == "https" or settings.cookie_secure
         resp = RedirectResponse(target, status_code=303)
         resp.set_cookie(
             SESSION_COOKIE,
-            cookie,
+            sid,
             max_age=int(settings.session_ttl_s),
             httponly=True,
             samesite="lax",
@@ -249,7 +241,13 @@ def install(app: Any, settings: Any) -> None:
         return resp
 
     @app.post("/logout", include_in_schema=False)
-    def logout() -> Response:
+    def logout(request: Request) -> Response:
+        # the session ends on the server, not only in this browser: a copied cookie stops working too
+        access: AccessControl | None = request.scope.get("state", {}).get("access")
+        sid = request.cookies.get(SESSION_COOKIE)
+        if access is not None and sid:
+            user_sessions.end(access.factory, sid, time.time())
+            access.forget_session(sid)
         resp = RedirectResponse("/login", status_code=303)
         resp.delete_cookie(SESSION_COOKIE)
         resp.delete_cookie(CSRF_COOKIE)

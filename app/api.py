@@ -12,11 +12,24 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
 from app import models
-from app.bodies import JsonBodyRoute
+from app.bodies import JsonBodyRoute, unprocessable
 from app.ingest import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
 from app.locate import rank_location
 
-ingest_router = APIRouter(route_class=JsonBodyRoute)
+
+async def authenticate_agent(request: Request) -> None:
+    """401 before a byte of the body is read, decompressed or validated (anonymous clients get no schema
+    errors, and cost the server next to nothing)."""
+    token = _bearer(request.headers.get("authorization"))
+    if not await request.app.state.agent_gate.allows(token, time.time()):
+        raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+
+
+class IngestRoute(JsonBodyRoute):
+    before_body = staticmethod(authenticate_agent)
+
+
+ingest_router = APIRouter(route_class=IngestRoute)
 _ACK = TypeAdapter(wire.IngestAck)
 read_router = APIRouter(prefix="/api/v1")
 
@@ -62,7 +75,7 @@ async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
         shift_times(batch, offset)
         check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
     except BatchRejected as exc:
-        raise HTTPException(422, str(exc)) from exc
+        raise unprocessable(exc.loc, str(exc)) from exc
     stored = await app_state.ingest_writer.store(token, batch, now)
     for hook in getattr(app_state, "after_ingest", []):
         hook(batch, stored.result, now)
@@ -97,6 +110,8 @@ def list_hosts(request: Request) -> list[dict[str, Any]]:
                 "last_seen": h.last_seen,
                 "agent_version": h.agent_version,
                 "interval_s": h.interval_s,
+                "spool_dropped_batches": h.spool_dropped_batches,
+                "spool_dropped_samples": h.spool_dropped_samples,
                 "gpus": by_host.get(h.id, []),
             }
             for h in hosts

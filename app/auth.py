@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
@@ -10,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.models import AgentToken
 
@@ -128,6 +129,7 @@ class Principal:
     role: str
     via: str  # bearer | session | proxy | open
     csrf: str | None = None
+    token_id: int | None = None  # the user token behind a bearer request or a browser session
 
     @property
     def is_admin(self) -> bool:
@@ -139,10 +141,39 @@ def verify_user_token(session: Session, token: str) -> Principal | None:
 
     digest = hash_token(token)
     row = session.execute(
-        select(UserToken.name, UserToken.role, UserToken.token_hash).where(
+        select(UserToken.id, UserToken.name, UserToken.role, UserToken.token_hash).where(
             UserToken.token_hash == digest, UserToken.revoked_at.is_(None)
         )
     ).first()
     if row is None or not hmac.compare_digest(row.token_hash, digest):
         return None
-    return Principal(name=row.name, role=row.role, via="bearer")
+    return Principal(name=row.name, role=row.role, via="bearer", token_id=row.id)
+
+
+GATE_TTL_S = 60.0
+
+
+class AgentGate:
+    """The check an ingest request passes BEFORE its body is read: is the bearer a live agent token? Tokens
+    that passed are remembered for GATE_TTL_S, so an agent's steady stream costs a dict look-up; the check in
+    the ingest transaction (app/ingest_queue.py) stays the authority, so a revocation still takes effect at
+    once. A token not remembered costs one indexed look-up, far less than reading and validating a body."""
+
+    def __init__(self, factory: sessionmaker[Session]) -> None:
+        self.factory = factory
+        self._passed: dict[str, float] = {}
+
+    def _lookup(self, token: str) -> bool:
+        with self.factory() as s:
+            return verify_token(s, token) is not None
+
+    async def allows(self, token: str, now: float) -> bool:
+        seen = self._passed.get(token)
+        if seen is not None and now - seen < GATE_TTL_S:
+            return True
+        if not await asyncio.to_thread(self._lookup, token):
+            return False
+        if len(self._passed) > 100_000:
+            self._passed.clear()
+        self._passed[token] = now
+        return True

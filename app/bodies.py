@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import zlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, get_type_hints
 
 from fastapi import HTTPException, Request, Response
@@ -66,27 +66,51 @@ class JsonBodyRoute(APIRoute):
     The endpoint is called as ``endpoint(body, request)``. Errors keep FastAPI's shape: a 422 whose
     ``detail`` lists each problem with its location under ``body``."""
 
+    # run before the body is read: a request that may not send one (no or a wrong token) costs no reading,
+    # decompressing or validating (a subclass sets it; see app/api.py)
+    before_body: Callable[[Request], Awaitable[None]] | None = None
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         body_fields = [p for p in inspect.signature(self.endpoint).parameters.values() if p.name != "request"]
         adapter: TypeAdapter[Any] = TypeAdapter(get_type_hints(self.endpoint)[body_fields[0].name])
         endpoint = self.endpoint
+        before_body = type(self).before_body
 
         async def handler(request: Request) -> Response:
+            if before_body is not None:
+                await before_body(request)
             raw = without_nul(await read_limited_body(request, request.app.state.settings.max_body_bytes))
             try:
                 body = adapter.validate_json(raw)
             except ValidationError as exc:
-                raise RequestValidationError([_located(e) for e in exc.errors(include_url=False)]) from None
+                raise RequestValidationError(located_errors(exc)) from None
             response: Response = await endpoint(body, request)
             return response
 
         return handler
 
 
-def _located(error: Any) -> dict[str, Any]:
-    """A pydantic error as FastAPI reports a body error. A document that is not JSON (or not UTF-8) is not
-    echoed back: the answer would repeat the whole body, and raw bytes may not even encode."""
-    out = {**error, "loc": ("body", *error["loc"])}
-    if isinstance(out.get("input"), bytes | bytearray):
-        out["input"] = {}
+MAX_ERRORS = 50
+
+
+def located_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """The first MAX_ERRORS problems as FastAPI reports body errors (``loc`` under ``body``), without the
+    input: an answer that repeated each offending value could be thousands of times the request (a small
+    gzip body of a million bad records), and raw bytes may not even encode. A last entry says how many more."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    out: list[dict[str, Any]] = [{**e, "loc": ("body", *e["loc"])} for e in errors[:MAX_ERRORS]]
+    if len(errors) > MAX_ERRORS:
+        out.append(
+            {
+                "type": "too_many_errors",
+                "loc": ("body",),
+                "msg": f"and {len(errors) - MAX_ERRORS} more errors",
+            }
+        )
     return out
+
+
+def unprocessable(loc: tuple[str | int, ...], msg: str) -> RequestValidationError:
+    """A 422 for a well-formed request the server refuses, in the shape of every other 422 (FastAPI's list of
+    located problems), so clients and the agent read one shape."""
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg}])

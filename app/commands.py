@@ -29,6 +29,18 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Any:
         raise CommandError(f"invalid configuration: {exc}") from exc
 
 
+def refuse_open_network(settings: Any) -> None:
+    """auth=none opens the whole admin API (tokens, receivers, silences): only on a loopback address."""
+    from app.security import is_loopback
+
+    if settings.auth == "none" and not is_loopback(settings.host):
+        raise CommandError(
+            f"refusing to serve {settings.host} with auth=none: anyone who reaches the port could mint agent "
+            "tokens and change alerting. Set SPECWATCH_AUTH=token and create the first admin with "
+            "`specwatch user add NAME --role admin` (or auth=proxy behind your SSO proxy), or bind 127.0.0.1"
+        )
+
+
 def _migrated(settings: Any) -> str:
     from app.db import upgrade
 
@@ -89,6 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.main import create_app
 
     settings = _settings(args, host=args.host, port=args.port, workers=args.workers)
+    refuse_open_network(settings)
     url = _migrated(settings)
     # a stderr nobody reads must not stop the server (app/logsink.py); uvicorn's own records go the same
     # way (log_config=None: its loggers propagate to the root logger instead of writing to stderr directly)
@@ -255,6 +268,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     args.data_dir = str(Path(args.data_dir) if args.data_dir else default_data_dir() / "demo")
     settings = _settings(args, port=args.port, host=args.host)
+    refuse_open_network(settings)
     if args.duration is not None and args.duration <= 0:
         raise CommandError(f"--duration must be positive, not {args.duration}")
     try:

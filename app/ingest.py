@@ -1,4 +1,4 @@
-"""Store agent batches: one transaction per group of batches, idempotent on (agent_id, seq); a batch is stored
+"""Store agent batches: one transaction per group of batches, idempotent on (host, agent_id, seq); a batch is stored
 whole or not at all. The rows themselves are written by app/ingest_tables.py."""
 
 from __future__ import annotations
@@ -16,7 +16,12 @@ from app.db import insert_ignore
 
 
 class BatchRejected(ValueError):
-    """A batch that is well-formed but not acceptable (e.g. timestamps far in the future)."""
+    """A batch that is well-formed but not acceptable (e.g. timestamps far in the future); ``loc`` says where,
+    as a 422's location does."""
+
+    def __init__(self, msg: str, loc: tuple[str | int, ...] = ("body",)) -> None:
+        super().__init__(msg)
+        self.loc = loc
 
 
 @dataclass(slots=True)
@@ -40,11 +45,13 @@ def check_times(batch: wire.IngestBatch, now: float, max_future_s: float, max_pa
             if rec.ts > now + max_future_s:
                 raise BatchRejected(
                     f"{name}[{i}].ts is {rec.ts - now:.0f} s in the server's future "
-                    f"(limit {max_future_s:.0f} s): check the agent host's clock"
+                    f"(limit {max_future_s:.0f} s): check the agent host's clock",
+                    ("body", name),
                 )
             if rec.ts < now - max_past_s:
                 raise BatchRejected(
-                    f"{name}[{i}].ts is {now - rec.ts:.0f} s in the past (limit {max_past_s:.0f} s)"
+                    f"{name}[{i}].ts is {now - rec.ts:.0f} s in the past (limit {max_past_s:.0f} s)",
+                    ("body", name),
                 )
 
 
@@ -60,13 +67,16 @@ def clock_offset(sent_at: str | None, now: float, correct_above_s: float, refuse
     try:
         agent_now = float(sent_at)
     except ValueError as exc:
-        raise BatchRejected(f"{SENT_AT_HEADER} must be Unix seconds, got {sent_at[:40]!r}") from exc
+        raise BatchRejected(
+            f"{SENT_AT_HEADER} must be Unix seconds, got {sent_at[:40]!r}", ("header", SENT_AT_HEADER)
+        ) from exc
     offset = now - agent_now
     if abs(offset) > refuse_above_s:
         side = "behind" if offset > 0 else "ahead of"
         raise BatchRejected(
             f"the agent's clock is {abs(offset):.0f} s {side} the server's (limit {refuse_above_s:.0f} s): "
-            "fix time sync (NTP) on that host"
+            "fix time sync (NTP) on that host",
+            ("header", SENT_AT_HEADER),
         )
     return offset if abs(offset) > correct_above_s else 0.0
 
@@ -98,7 +108,7 @@ class IngestCache:
     request must never reference a row that may still roll back."""
 
     hosts: MutableMapping[str, int] = field(default_factory=dict)
-    gpus: MutableMapping[str, int] = field(default_factory=dict)
+    gpus: MutableMapping[tuple[int, str], int] = field(default_factory=dict)  # (host id, uuid)
     gpu_meta: MutableMapping[int, tuple[Any, ...]] = field(default_factory=dict)
     processes: MutableMapping[tuple[int, int, float], int] = field(default_factory=dict)
     process_seen: MutableMapping[int, float] = field(default_factory=dict)
@@ -160,11 +170,12 @@ def store_batches(
     host_ids = tables.hosts(session, [(b.agent, now) for b, now in items], cache)
     # The idempotency keys go in first: a concurrent copy of the same batch (another server) waits on them and
     # then finds the conflict, so exactly one copy stores its rows.
-    firsts: dict[tuple[str, int], int] = {}
+    # The key is per host (the token's host): another host's batch can never take this host's key.
+    firsts: dict[tuple[int, str, int], int] = {}
     for i, (b, _) in enumerate(items):
-        firsts.setdefault((b.agent.agent_id, b.seq), i)
+        firsts.setdefault((host_ids[b.agent.host], b.agent.agent_id, b.seq), i)
     claimed = {
-        (r.agent_id, r.seq)
+        (r.host_id, r.agent_id, r.seq)
         for r in insert_ignore(
             session,
             models.IngestedBatch.__table__,
@@ -172,7 +183,7 @@ def store_batches(
                 {
                     "agent_id": b.agent.agent_id,
                     "seq": b.seq,
-                    "host_id": host_ids[b.agent.host],
+                    "host_id": key[0],
                     "received_at": now,
                     "n_gpus": len(b.gpus),
                     "n_processes": len(b.processes),
@@ -182,7 +193,7 @@ def store_batches(
                 for key, i in firsts.items()
                 for b, now in [items[i]]
             ],
-            ["agent_id", "seq"],
+            ["host_id", "agent_id", "seq"],
         )
     }
     placed: list[tables.Placed] = []
@@ -190,7 +201,7 @@ def store_batches(
     open_launches: dict[int, Any] = {}  # one read of a deployment's open launch per group
     for i, (b, now) in enumerate(items):
         host_id = host_ids[b.agent.host]
-        key = (b.agent.agent_id, b.seq)
+        key = (host_id, b.agent.agent_id, b.seq)
         if firsts[key] != i or key not in claimed:
             results.append(IngestResult(duplicate=True, stored={}, host_id=host_id))
             continue

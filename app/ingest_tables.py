@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import isfinite
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, bindparam, select, tuple_, update
@@ -57,6 +58,8 @@ _HOST_SEEN = (
         agent_version=bindparam("version"),
         agent_id=bindparam("aid"),
         interval_s=bindparam("interval"),
+        spool_dropped_batches=bindparam("dropped_b"),
+        spool_dropped_samples=bindparam("dropped_s"),
     )
 )
 _GPU_META = (
@@ -180,6 +183,8 @@ def hosts(
                 "version": agent.version,
                 "aid": agent.agent_id,
                 "interval": agent.interval_s,
+                "dropped_b": agent.spool_dropped_batches,
+                "dropped_s": agent.spool_dropped_samples,
             }
             # in id order: servers that update the same hosts then lock them in the same order, and
             # a transaction that would wait for one another in a cycle (a deadlock) cannot form here
@@ -190,14 +195,17 @@ def hosts(
 
 
 def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
-    latest: dict[str, tuple[int, wire.GpuSample]] = {}
+    # keyed by (host id, uuid): a GPU belongs to the host that reports it, so one host's token can never
+    # write into (or move) another host's GPU
+    latest: dict[tuple[int, str], wire.GpuSample] = {}
     for p in placed:
         for s in p.batch.gpus:
-            if s.uuid not in latest or s.ts >= latest[s.uuid][1].ts:
-                latest[s.uuid] = (p.host_id, s)
+            key = (p.host_id, s.uuid)
+            if key not in latest or s.ts >= latest[key].ts:
+                latest[key] = s
     if not latest:
         return 0
-    missing = [u for u in latest if u not in cache.gpus]
+    missing = [k for k in latest if k not in cache.gpus]
     G = models.Gpu
     if missing:
         insert_ignore(
@@ -213,22 +221,26 @@ def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
                     "power_limit_w": s.power_limit_w,
                     "last_seen": s.ts,
                 }
-                for u, (host_id, s) in latest.items()
-                if u in missing
+                for (host_id, u), s in latest.items()
+                if (host_id, u) in missing
             ],
-            ["uuid"],
+            ["host_id", "uuid"],
         )
-        cache.gpus.update(dict(session.execute(select(G.uuid, G.id).where(G.uuid.in_(missing))).all()))
+        found = session.execute(
+            select(G.host_id, G.uuid, G.id).where(tuple_(G.host_id, G.uuid).in_(missing))
+        ).all()
+        cache.gpus.update({(r.host_id, r.uuid): r.id for r in found})
     # one look-up per GPU of the group, then plain dict reads per sample (the cache is an overlay,
     # whose look-ups are Python code)
-    ids = {u: cache.gpus[u] for u in latest}
+    ids = {k: cache.gpus[k] for k in latest}
     changed: list[dict[str, Any]] = []
-    for u, (host_id, s) in latest.items():
+    for (host_id, _), s in latest.items():
+        gid = ids[(host_id, s.uuid)]
         meta = (host_id, s.index, s.name, s.mem_total_bytes, s.power_limit_w)
-        if cache.gpu_meta.get(ids[u]) != meta:
+        if cache.gpu_meta.get(gid) != meta:
             changed.append(
                 {
-                    "gid": ids[u],
+                    "gid": gid,
                     "h": host_id,
                     "i": s.index,
                     "n": s.name,
@@ -236,16 +248,16 @@ def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
                     "p": s.power_limit_w,
                 }
             )
-            cache.gpu_meta[ids[u]] = meta
+            cache.gpu_meta[gid] = meta
     _many(session, _GPU_META, changed)
     newest: dict[int, float] = {}
-    for host_id, s in latest.values():
+    for (host_id, _), s in latest.items():
         newest[host_id] = max(newest.get(host_id, s.ts), s.ts)
     # the newest sample's time: /metrics joins the latest sample on it
     _many(session, _GPU_SEEN, [{"hid": h, "seen": ts} for h, ts in newest.items()])
     rows = [
         (
-            ids[s.uuid],
+            ids[(p.host_id, s.uuid)],
             s.ts,
             s.util_gpu_pct,
             s.util_mem_pct,
@@ -369,10 +381,13 @@ def metrics(session: Session, placed: Sequence[Placed], cache: IngestCache) -> i
             )
         ):
             cache.series[(r.host_id, r.name, r.labels_key)] = r.id
+    # NaN and ±Inf (valid Prometheus values: a ratio of zero requests, say) are stored as the sample's absence,
+    # as a gap in the series: SQLite has no NaN (it would be NULL, against the NOT NULL column)
     rows = [
         (cache.series[(p.host_id, m.name, labels_key(m.labels))], p.launch_id, m.ts, m.value)
         for p in placed
         for m in p.batch.metrics
+        if isfinite(m.value)
     ]
     bulk_insert(session, models.MetricSample, ("series_id", "launch_id", "ts", "value"), rows)
     return len(rows)

@@ -15,10 +15,23 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 
-from app import __version__, access, alerts, leader, partitions, promexport, retention, rollups, web
+from app import (
+    __version__,
+    access,
+    alerts,
+    apidocs,
+    auth,
+    health,
+    leader,
+    openapi,
+    partitions,
+    promexport,
+    retention,
+    rollups,
+    web,
+)
 from app.acceptance_api import router as acceptance_router
 from app.acceptance_detail import router as acceptance_detail_router
 from app.access import AccessControl
@@ -29,6 +42,7 @@ from app.detector_job import DetectorService
 from app.ingest import IngestCache
 from app.ingest_queue import IngestWriter
 from app.logsink import LOG_FORMAT, LogSink, Throttle
+from app.security import HttpGuard
 from app.settings import Settings
 
 log = logging.getLogger("specwatch")
@@ -50,6 +64,12 @@ class IngestStats:
         for k, v in result.stored.items():
             self.records[k] = self.records.get(k, 0) + v
         self.latency_sum_s += seconds
+
+
+def out_of_range_answer() -> JSONResponse:
+    """A 422 in the shape of every other (a list of located problems), for a value the database refused."""
+    problem = {"type": "out_of_range", "loc": ["request"], "msg": "a value in the request is out of range"}
+    return JSONResponse({"detail": [problem]}, status_code=422)
 
 
 def create_app(settings: Settings | None = None, holder: str | None = None) -> FastAPI:
@@ -87,6 +107,9 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
         # no OpenTelemetry here: FastAPI otherwise asks the OTel providers on every request whether to trace
         # it, a measurable share of an ingest request's CPU (/metrics is specwatch's own telemetry)
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        # the docs page is served from the vendored Swagger UI (app/apidocs.py), never from a CDN
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -94,6 +117,7 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
     app.state.ingest_stats = IngestStats()
     app.state.ingest_cache = IngestCache()
     app.state.ingest_writer = IngestWriter(app.state.sessions, app.state.ingest_cache)
+    app.state.agent_gate = auth.AgentGate(app.state.sessions)
     app.state.after_ingest = []
     app.state.closers = []  # called at shutdown, after the jobs stopped (e.g. wait for webhooks in flight)
 
@@ -159,8 +183,18 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
         # Whatever happened, the unit of work rolled back: nothing of the request was stored.
         first_line = str(exc).splitlines()[0]
         if isinstance(exc, DataError):
-            # a value the database cannot hold (an id beyond 64 bits, say): the request's fault
-            return JSONResponse({"detail": "a value in the request is out of range"}, status_code=422)
+            # a value the database cannot hold (an id beyond 32 bits, say): the request's fault
+            return out_of_range_answer()
+        if health.is_disk_full(exc):
+            app.state.health.disk_full_at = time.time()
+            held = unavailable_log.allow("disk full", time.time())
+            if held is not None:
+                log.error("the database's disk is full (%s): ingest is refused until it has room", first_line)
+            return JSONResponse(
+                {"detail": "database disk full: nothing was stored, retry later"},
+                status_code=503,
+                headers={"Retry-After": "10"},
+            )
         if isinstance(exc, OperationalError | InterfaceError) or getattr(
             exc, "connection_invalidated", False
         ):
@@ -177,37 +211,12 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
     @app.exception_handler(OverflowError)
     async def out_of_range(request: Request, exc: Exception) -> JSONResponse:
         # SQLite's driver refuses integers beyond 64 bits before the query runs
-        return JSONResponse({"detail": "a value in the request is out of range"}, status_code=422)
+        return out_of_range_answer()
 
-    @app.get("/healthz")
-    def healthz() -> JSONResponse:
-        """Liveness plus database reachability (503 when the store cannot be reached), and whether this server
-        (its jobs process, where they run apart) holds the leader lease."""
-        started = time.perf_counter()
-        try:
-            with engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-                is_leader = (
-                    app.state.leadership.is_leader
-                    if settings.background
-                    else leader.current_holder(conn, leader.LEADER, time.time()) == app.state.holder
-                )
-        except Exception as exc:
-            return JSONResponse(
-                {"status": "error", "database": "unreachable", "error": str(exc).splitlines()[0]},
-                status_code=503,
-            )
-        return JSONResponse(
-            {
-                "status": "ok",
-                "database": "ok",
-                "backend": engine.dialect.name,
-                "db_latency_ms": round((time.perf_counter() - started) * 1000, 2),
-                "version": __version__,
-                "leader": is_leader,
-            }
-        )
-
+    openapi.install(app)
+    app.state.health = health.Health(engine, settings, app.state.leadership, app.state.holder)
+    health.install(app)
+    apidocs.install(app)
     app.include_router(ingest_router)
     app.include_router(read_router)
     app.include_router(acceptance_router)
@@ -215,6 +224,8 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
     web.install(app)
     access.install(app, settings)
     app.add_middleware(AccessControl, settings=settings, factory=app.state.sessions)
+    # outermost: every answer, refusals of the access check included, carries the security headers
+    app.add_middleware(HttpGuard, settings=settings)
     return app
 
 

@@ -48,6 +48,9 @@ class Host(Base):
     agent_version: Mapped[str | None] = mapped_column(String(64))
     agent_id: Mapped[str | None] = mapped_column(String(64))
     interval_s: Mapped[float] = mapped_column(Float, default=1.0)
+    # what the host's agent spool dropped unsent, as its latest batch reported (lifetime totals)
+    spool_dropped_batches: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    spool_dropped_samples: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class AgentToken(Base):
@@ -68,7 +71,8 @@ class IngestedBatch(Base):
     """One row per acknowledged batch: the idempotency key that makes re-sends harmless."""
 
     __tablename__ = "ingested_batches"
-    __table_args__ = (UniqueConstraint("agent_id", "seq"),)
+    # per host: one host's token must not claim (and so suppress) another host's batches
+    __table_args__ = (UniqueConstraint("host_id", "agent_id", "seq"),)
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     agent_id: Mapped[str] = mapped_column(String(64))
     seq: Mapped[int] = mapped_column(BigInteger)
@@ -82,9 +86,11 @@ class IngestedBatch(Base):
 
 class Gpu(Base):
     __tablename__ = "gpus"
+    # per host: one host's samples must never land in another host's GPU
+    __table_args__ = (UniqueConstraint("host_id", "uuid"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"), index=True)
-    uuid: Mapped[str] = mapped_column(String(128), unique=True)
+    uuid: Mapped[str] = mapped_column(String(128))
     index: Mapped[int] = mapped_column(Integer)
     name: Mapped[str | None] = mapped_column(String(128))
     mem_total_bytes: Mapped[int | None] = mapped_column(BigInteger)
@@ -424,6 +430,19 @@ class UserToken(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
     revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
+class UserSession(Base):
+    """One browser login (auth=token): the cookie names it, and it lasts while the user token behind it is
+    live, until logout (``ended_at``) or ``expires_at``."""
+
+    __tablename__ = "user_sessions"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # SHA-256 of the cookie's session id
+    user_token_id: Mapped[int] = mapped_column(ForeignKey("user_tokens.id"))
+    csrf: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float, index=True)
+    ended_at: Mapped[float | None] = mapped_column(Float)
 
 
 class ServerSecret(Base):

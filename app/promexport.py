@@ -238,10 +238,17 @@ def agent_metrics(s: Session) -> Iterator[Metric]:
         "specwatch_agent_last_seen_timestamp_seconds", "When the host's agent last reported.", ["host"]
     )
     interval = _gauge("specwatch_agent_interval_seconds", "The agent's sampling interval.", ["host"])
-    for name, last_seen, interval_s in s.execute(select(H.name, H.last_seen, H.interval_s).order_by(H.name)):
+    dropped = _gauge(
+        "specwatch_agent_spool_dropped_samples",
+        "Samples the host's agent spool dropped unsent at its bound (the agent's lifetime total).",
+        ["host"],
+    )
+    rows = s.execute(select(H.name, H.last_seen, H.interval_s, H.spool_dropped_samples).order_by(H.name))
+    for name, last_seen, interval_s, dropped_samples in rows:
         seen.add_metric([name], last_seen)
         interval.add_metric([name], interval_s)
-    yield from (seen, interval)
+        dropped.add_metric([name], float(dropped_samples or 0))
+    yield from (seen, interval, dropped)
 
 
 def alert_metrics(s: Session, now: float) -> Iterator[Metric]:

@@ -85,8 +85,24 @@ class Settings(BaseSettings):
     )
     auth: Literal["none", "token", "proxy"] = Field(
         "none",
-        description="Access control of the dashboard and API: none (open; bind to localhost), token (user tokens "
-        "from `specwatch user add`, browser login), proxy (a reverse proxy passes the user in headers).",
+        description="Access control of the dashboard and API: none (open; the server refuses to bind anything "
+        "but a loopback address), token (user tokens from `specwatch user add`, browser login), proxy (a "
+        "reverse proxy at a proxy_trusted address passes the user in headers).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names (the Host header) this server answers; empty: any with auth=token/proxy, only "
+        "loopback names and public_url's host with auth=none (DNS rebinding).",
+    )
+    public_metrics: bool = Field(
+        False,
+        description="Let /metrics answer without a user token (for a Prometheus without one); it carries host "
+        "and GPU figures, nothing that changes state.",
+    )
+    proxy_trusted: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "::1"],
+        description="auth=proxy: addresses or networks (CIDR) of the reverse proxy; user and group headers "
+        "from any other client are ignored.",
     )
     proxy_user_header: str = Field("X-Forwarded-User", description="auth=proxy: header naming the user.")
     proxy_groups_header: str = Field("X-Forwarded-Groups", description="auth=proxy: header listing groups.")

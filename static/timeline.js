@@ -18,6 +18,13 @@
     if (text !== undefined && text !== null) e.textContent = text;
     return e;
   };
+  // Bidi controls (U+202A-E, U+2066-9) in a label or log line must not reorder the text around it: every
+  // string the server sends is cleaned once, as it arrives (the server-rendered pages do the same).
+  const BIDI = /[\u202A-\u202E\u2066-\u2069]/g;
+  const nobidi = (v) => typeof v === "string" ? v.replace(BIDI, "\uFFFD")
+    : Array.isArray(v) ? v.map(nobidi)
+    : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, nobidi(x)]))
+    : v;
   const utc = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
   const fmtTime = (ts) => new Date(ts * 1000).toISOString().slice(11, 19);
   // the same rounding as the server's `duration` filter (whole seconds, floored): one number on one screen
@@ -58,7 +65,7 @@
       if (to != null) q.set("to", to.toFixed(3));
       const resp = await fetch(`/api/v1/launches/${cfg.launch_id}/timeline?${q}`);
       if (!resp.ok) throw new Error((await resp.json()).detail || resp.statusText);
-      state.data = await resp.json();
+      state.data = nobidi(await resp.json());
       render(state.data);
     } catch (e) {
       const empty = $("timeline-empty");
@@ -493,7 +500,7 @@
     if (opts && opts.after) q.set("after_id", String(log.lastId));
     const resp = await fetch(`/api/v1/launches/${cfg.launch_id}/logs?${q}`);
     if (!resp.ok) { $("log-status").textContent = "log unavailable: " + resp.statusText; return; }
-    const body = await resp.json();
+    const body = nobidi(await resp.json());
     const atBottom = log.box.scrollTop + log.box.clientHeight >= log.box.scrollHeight - 20;
     if (opts && opts.after) {
       body.lines.forEach((l) => log.box.append(logLine(l)));

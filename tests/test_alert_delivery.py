@@ -128,12 +128,17 @@ def test_server_killed_mid_delivery_restarts_and_delivers_each_id_once(
         r["headers"]["x-specwatch-delivery"]: json.loads(r["body"])["incidents"][0]["id"] for r in got
     }
     assert sorted(incident_of.values()) == sorted([first, second])
-    # the one in flight at the kill may arrive again (same id: receivers dedupe); the other exactly once
-    assert by_id[next(k for k, v in incident_of.items() if v == second)] == 1
-    assert by_id[next(k for k, v in incident_of.items() if v == first)] in (1, 2)
+    # The promise is at least once with a stable id (docs/alerts.md): a request in flight when its server
+    # dies is sent again, under the same id, with the same body and a valid signature, so a receiver that
+    # dedupes on the id acts on each delivery exactly once. What can be in flight at a kill is bounded by
+    # the receiver's concurrency (2): so is the number of extra copies.
+    assert sum(by_id.values()) - len(by_id) <= 2, by_id
     bodies = {r["headers"]["x-specwatch-delivery"]: r["body"] for r in got}
     for r in got:
         assert r["body"] == bodies[r["headers"]["x-specwatch-delivery"]], "a retry carries the same body"
+        assert verify_signature(r), "every copy is signed"
+    deduped = {r["headers"]["x-specwatch-delivery"]: json.loads(r["body"]) for r in got}
+    assert sorted(b["incidents"][0]["id"] for b in deduped.values()) == sorted([first, second])
 
 
 def test_hanging_receiver_does_not_hold_back_another(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests import launchdata as ld
 from tests.support import ROOT, ServerProcess, chromium_path, cli
@@ -165,7 +166,7 @@ def test_overview_lists_the_running_launch_and_its_incident(site: Site, page: An
 
 def test_launch_view_draws_a_row_per_rank_and_updates_live(site: Site, page: Any) -> None:
     page.goto(site.url + "/launches/1")
-    page.wait_for_function("document.querySelectorAll('.rank-row canvas').length === 16")
+    page.locator(".rank-row canvas").nth(15).wait_for()  # 16 rows drawn (no string eval: the CSP forbids it)
     rows = page.locator(".rank-row")
     assert [rows.nth(i).get_attribute("data-rank") for i in range(16)] == [f"TP{i}" for i in range(16)]
     assert page.locator(".host-label").all_inner_texts() == ["gpu-node-01", "gpu-node-02"]
@@ -194,14 +195,14 @@ def test_launch_view_draws_a_row_per_rank_and_updates_live(site: Site, page: Any
     _ingest(site.server, site.tokens[plan.host], [fresh])
     page.wait_for_selector("text=live line 4242", timeout=10_000)
     visible_after = time.time() - sent
-    page.wait_for_function(f"document.getElementById('range-label').textContent !== {before!r}")
+    expect(page.locator("#range-label")).not_to_have_text(before)
     assert page.evaluate("window.__same_page") is True  # updated without a reload
     assert visible_after < 5  # the benchmark measures this properly; here: clearly live
 
 
 def test_clicking_the_timeline_opens_that_ranks_log_at_that_moment(site: Site, page: Any) -> None:
     page.goto(site.url + "/launches/1")
-    page.wait_for_function("document.querySelectorAll('.rank-row canvas').length === 16")
+    page.locator(".rank-row canvas").nth(15).wait_for()  # 16 rows drawn (no string eval: the CSP forbids it)
     row = page.locator('.rank-row[data-rank="TP0"] .u-over')
     box = row.bounding_box()
     row.click(position={"x": box["width"] * 0.2, "y": box["height"] / 2})
@@ -231,7 +232,7 @@ def test_incident_page_shows_evidence_culprit_and_timeline(site: Site, page: Any
     assert evidence.count() == 3
     culprit_rows = page.locator("table.evidence tr.is-culprit").all_inner_texts()
     assert len(culprit_rows) == 2 and "0% at 72 W" in culprit_rows[1]
-    page.wait_for_function("document.querySelectorAll('.rank-row canvas').length === 16")
+    page.locator(".rank-row canvas").nth(15).wait_for()  # 16 rows drawn (no string eval: the CSP forbids it)
     assert page.locator(".rank-row.is-culprit").get_attribute("data-rank") == "TP11"
     # stacks grouped by where the ranks are, pids translated to ranks
     assert (
@@ -266,7 +267,7 @@ def test_dark_theme_follows_the_system(site: Site, browser: Any) -> None:
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="dark")
     pg = ctx.new_page()
     pg.goto(site.url + "/launches/1")
-    pg.wait_for_function("document.querySelectorAll('.rank-row canvas').length === 16")
+    pg.locator(".rank-row canvas").nth(15).wait_for()
     bg = pg.evaluate("getComputedStyle(document.body).backgroundColor")
     assert bg == "rgb(15, 17, 21)"
     shot(pg, "launch-dark")

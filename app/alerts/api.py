@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 
 from app.alerts import receivers, silences
 from app.api import SessionsDep
+from app.bodies import unprocessable
 from app.db import transaction
 from app.models import AlertAttempt, AlertDelivery, AlertReceiver, Silence
 
@@ -67,7 +68,7 @@ def add_receiver(body: ReceiverIn, sessions: SessionsDep) -> dict[str, Any]:
     except receivers.ReceiverExists as exc:
         raise HTTPException(409, str(exc)) from exc
     except receivers.ReceiverError as exc:
-        raise HTTPException(422, str(exc)) from exc
+        raise unprocessable(("body",), str(exc)) from exc
 
 
 def _receiver(s: Any, ref: int) -> AlertReceiver:
@@ -95,7 +96,8 @@ def delete_receiver(receiver_id: int, sessions: SessionsDep) -> Response:
 
 @router.post("/receivers/{receiver_id}/test")
 def test_receiver(receiver_id: int, request: Request, sessions: SessionsDep) -> dict[str, Any]:
-    """Send a signed test message now and report the receiver's answer."""
+    """Send a signed test message now and report the receiver's status (never its body: the URL may name any
+    internal service; `specwatch receiver test` on the server prints it)."""
     with sessions() as s:
         row = _receiver(s, receiver_id)
     settings = request.app.state.settings
@@ -105,7 +107,6 @@ def test_receiver(receiver_id: int, request: Request, sessions: SessionsDep) -> 
         "ok": outcome.ok,
         "http_status": outcome.http_status,
         "error": outcome.error,
-        "answer": outcome.answer,
         "duration_ms": round(outcome.duration_ms, 1),
     }
 
@@ -142,7 +143,7 @@ def add_silence(body: SilenceIn, sessions: SessionsDep) -> dict[str, Any]:
             )
             return silences.as_dict(row, now)
     except silences.SilenceError as exc:
-        raise HTTPException(422, str(exc)) from exc
+        raise unprocessable(("body",), str(exc)) from exc
 
 
 @router.delete("/silences/{silence_id}")

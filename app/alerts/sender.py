@@ -1,13 +1,16 @@
 """The sender: claims due outbox rows, sends each after commit, records every attempt.
 
-Exactly once, as far as HTTP allows:
+At least once, with a stable id to deduplicate on (the promise Alertmanager makes; exactly once is not possible
+over HTTP: a receiver may have acted on a request whose answer never came back):
 - A row is claimed in a short transaction (``status='sending'``, ``claimed_until`` = now + lease,
   ``claimed_by`` = this process) with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL (SQLite serialises writers), so
   several server processes never claim one row together.
 - The request is sent after that commit, and its outcome is committed in a second short transaction right
-  after the response. The only window for a duplicate is a crash between the receiver's response and that
-  commit (milliseconds): the row's lease then expires and it is sent again with the SAME
-  ``X-Specwatch-Delivery`` id, which receivers dedupe on.
+  after the response. The only windows for a duplicate are a crash between the receiver's response and that
+  commit, or a server killed while requests are in flight (those, at most ``receiver_concurrency`` per
+  receiver and server, whose answer it never recorded): the row's lease then expires and it is sent again
+  with the SAME ``X-Specwatch-Delivery`` id and the same body, which receivers dedupe on. A jobs process
+  stops claiming the moment its server dies (app/jobs_process.py), so no new request joins them.
 - Retries (connection errors, timeouts, 5xx, 408, 429) back off exponentially with full jitter; other 4xx
   and redirects fail at once (retrying cannot fix a wrong URL); a row older than ``give_up_after_s`` fails.
 - Per receiver at most ``receiver_concurrency`` requests are in flight (counted from the table, so across
@@ -109,7 +112,9 @@ def post(client: httpx.Client, claimed: Claimed) -> Outcome:
     answer = resp.text[:300].strip()
     if 200 <= resp.status_code < 300:
         return Outcome(resp.status_code, None, ms, answer=answer)
-    detail = answer
+    # the error (stored, and shown by the API) never quotes the body: a receiver URL may name any internal
+    # service, and its answer is not the API's to read back (SSRF); `specwatch receiver test` prints it locally
+    detail = resp.reason_phrase or "error"
     if 300 <= resp.status_code < 400:
         detail = f"redirected to {resp.headers.get('location')}: configure the final URL"
     retry_after = None

@@ -18,7 +18,10 @@ ICONS = {"opened": "🔴", "upgraded": "🔴", "resolved": "✅", "reminder": "�
 
 
 def escape(text: str) -> str:
-    """Slack mrkdwn control characters, so log lines with <, > or & show as written."""
+    """Slack's three control characters (api.slack.com "Escaping text"), so that text from the cluster (rank
+    labels, log lines, summaries, host and deployment names) shows as written and can never become a
+    mention (``<!channel>``, ``<@U123>``) or a masked link (``<https://evil|docs>``). Every piece of
+    ``text`` and ``mrkdwn`` this module builds goes through it; ``plain_text`` is not parsed by Slack."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -48,14 +51,14 @@ def _incident_blocks(snap: dict[str, Any], public_url: str) -> list[dict[str, An
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip("\n".join(lines), 3000)}})
     ranks = list(snap.get("ranks") or [])
     details = [
-        f"{snap['confidence']}",
+        escape(str(snap["confidence"])),
         f"opened {clock(snap['opened_at'])}",
     ]
     if snap.get("resolved_at"):
         details.append(f"resolved {clock(snap['resolved_at'])}")
     if ranks:
-        shown = ", ".join(ranks[:8]) + (f" +{len(ranks) - 8}" if len(ranks) > 8 else "")
-        details.append(f"ranks {shown}")
+        shown = ", ".join(str(r) for r in ranks[:8]) + (f" +{len(ranks) - 8}" if len(ranks) > 8 else "")
+        details.append(f"ranks {escape(shown)}")
     details.append(f"<{incident_url(public_url, snap['id'])}|incident #{snap['id']}>")
     blocks.append(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(" · ".join(details), 3000)}]}
@@ -66,9 +69,9 @@ def _incident_blocks(snap: dict[str, Any], public_url: str) -> list[dict[str, An
 def render(msg: Message) -> dict[str, Any]:
     icon = ICONS.get(msg.event, "🔴")
     title = headline(msg.event, msg.incidents)
-    text = f"{icon} [specwatch] {title}"
+    text = f"{icon} [specwatch] {escape(title)}"
     if len(msg.incidents) == 1:
-        text += f": {msg.incidents[0]['summary']}"
+        text += f": {escape(str(msg.incidents[0]['summary']))}"
     header = f"{icon} {title}"
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _clip(header, 150), "emoji": True}}
@@ -109,7 +112,7 @@ def render(msg: Message) -> dict[str, Any]:
             {
                 "type": "context",
                 "elements": [
-                    {"type": "mrkdwn", "text": f"{escape(text_where)} · delivery {msg.delivery_id}"}
+                    {"type": "mrkdwn", "text": f"{escape(text_where)} · delivery {escape(msg.delivery_id)}"}
                 ],
             }
         )

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sse_starlette import EventSourceResponse
 
 from app import auth, incidents, models
+from app.bodies import unprocessable
 from app.db import transaction
 from app.web.logs import log_lines
 from app.web.series import clamp_points
@@ -36,7 +37,7 @@ Severity = Literal["debug", "info", "warning", "error", "critical"]
 
 def _check_range(start: float | None, end: float | None) -> None:
     if start is not None and end is not None and end <= start:
-        raise HTTPException(422, f"'to' ({end}) must be after 'from' ({start})")
+        raise unprocessable(("query", "to"), f"'to' ({end}) must be after 'from' ({start})")
 
 
 @router.get("/launches/{launch_id}/timeline", response_class=JSONBytes)

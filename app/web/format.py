@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from app.timefmt import ago, duration
 
@@ -23,3 +24,14 @@ def num(v: float | None, digits: int = 0) -> str:
 
 
 FILTERS = {"utc": utc, "duration": duration, "ago": ago, "gib": gib, "num": num}
+
+
+# explicit embeddings, overrides and isolates (LRE RLE PDF LRO RLO, LRI RLI FSI PDI): what lets untrusted text
+# reorder its neighbours. Shown as U+FFFD, so that someone reading sees that something was there.
+_BIDI_CONTROLS = {c: "\ufffd" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def without_bidi_controls(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.translate(_BIDI_CONTROLS)
+    return value

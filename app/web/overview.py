@@ -50,6 +50,7 @@ class HostNow:
     last_seen: float
     interval_s: float
     agent_version: str | None
+    spool_dropped_samples: int = 0  # what its agent's spool dropped unsent (lifetime total)
     gpus: list[GpuNow] = field(default_factory=list)
 
     def health(self, now: float) -> str:
@@ -109,7 +110,7 @@ def deployments(session: Session) -> list[dict[str, Any]]:
 def hosts_now(session: Session) -> list[HostNow]:
     H, G, S = models.Host, models.Gpu, models.GpuSample
     hosts = {
-        h.id: HostNow(h.id, h.name, h.last_seen, h.interval_s, h.agent_version)
+        h.id: HostNow(h.id, h.name, h.last_seen, h.interval_s, h.agent_version, h.spool_dropped_samples)
         for h in session.execute(select(H).order_by(H.name)).scalars()
     }
     newest = (

@@ -11,14 +11,18 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy import func, select
 
 from app import __version__, models
+from app.bodies import unprocessable
 from app.resources import templates_dir
 from app.web import overview
-from app.web.format import FILTERS
+from app.web.format import FILTERS, without_bidi_controls
 from app.web.incident import incident_detail, stacks_sentence
 from app.web.timeline import NotFound, default_range, launch_header
 
 templates = Jinja2Templates(directory=str(templates_dir()))
 templates.env.filters.update(FILTERS)
+# every {{ value }} (attributes included) loses its bidi control characters before it is escaped: a rank label
+# or log line holding U+202E must not reorder the text around it (app.css isolates label elements too)
+templates.env.finalize = without_bidi_controls
 templates.env.globals["version"] = __version__
 
 router = APIRouter(include_in_schema=False)
@@ -76,7 +80,7 @@ def launch_page(
     rank: Annotated[str | None, Query(max_length=64)] = None,
 ) -> HTMLResponse:
     if start is not None and end is not None and end <= start:
-        raise HTTPException(422, f"'to' ({end}) must be after 'from' ({start})")
+        raise unprocessable(("query", "to"), f"'to' ({end}) must be after 'from' ({start})")
     with request.app.state.sessions() as s:
         try:
             header = launch_header(s, launch_id)

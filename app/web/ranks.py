@@ -130,9 +130,12 @@ def _attach_gpus(session: Session, views: list[RankView], uuids: list[list[Any]]
     G = models.Gpu
     if uuids is not None and any(uuids):
         wanted = {u for us in uuids for u in us}
-        gpus = {g.uuid: g for g in session.execute(select(G).where(G.uuid.in_(wanted))).scalars()}
+        # a GPU is its host's: the same UUID reported by another host is another row
+        gpus: dict[tuple[int | None, str], models.Gpu] = {
+            (g.host_id, g.uuid): g for g in session.execute(select(G).where(G.uuid.in_(wanted))).scalars()
+        }
         for view, us in zip(views, uuids, strict=True):
-            view.gpu_ids = [gpus[u].id for u in us if u in gpus]
+            view.gpu_ids = [gpus[(view.host_id, u)].id for u in us if (view.host_id, u) in gpus]
     # ranks the detector has not tied to a GPU yet: NVML's pid lists say which GPU is theirs
     missing = [v for v in views if not v.gpu_ids]
     if missing:

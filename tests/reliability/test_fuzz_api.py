@@ -1,5 +1,7 @@
-"""Every API endpoint fuzzed from the OpenAPI schema with schemathesis against a real server process:
-no 5xx, whatever the input. The number of cases run is printed (pytest -s) and asserted non-trivial."""
+"""Every API endpoint fuzzed from the OpenAPI schema with schemathesis against a real server process: no 5xx,
+whatever the input, and the answers match the description (documented statuses, content types, body schemas,
+``detail`` shapes; app/openapi.py). The number of cases run is printed (pytest -s) and asserted non-trivial;
+about 30 s per backend."""
 
 from __future__ import annotations
 
@@ -16,6 +18,10 @@ MAX_EXAMPLES = os.environ.get("SPECWATCH_FUZZ_EXAMPLES", "25")
 # them, and test deliveries to arbitrary addresses are not something to fire from a test). The SSE stream
 # never ends by design.
 EXCLUDE = "receivers|stream"
+# Left out: positive_data_acceptance (a schema-valid batch can still be refused for what it says: timestamps a
+# week ahead, a token of another host) and allow_header_conformance (Starlette's 405 lists the methods of the
+# first route matching the path, not of all of them).
+EXCLUDE_CHECKS = "positive_data_acceptance,allow_header_conformance"
 
 
 def test_no_endpoint_answers_5xx_to_generated_input(db_url: str, tmp_path: Path) -> None:
@@ -29,7 +35,9 @@ def test_no_endpoint_answers_5xx_to_generated_input(db_url: str, tmp_path: Path)
                 "run",
                 server.base_url + "/openapi.json",
                 "--checks",
-                "not_a_server_error",
+                "all",
+                "--exclude-checks",
+                EXCLUDE_CHECKS,
                 "--exclude-path-regex",
                 EXCLUDE,
                 "--header",
