@@ -74,6 +74,7 @@ class _Tracked:
     opened_at: float = 0.0
     held: bool = False
     suspected_at: float = 0.0  # when first seen at all, held or not (first_seen restarts the hysteresis)
+    adopted_until: float = 0.0  # an incident taken over from the store: its grace while the state rebuilds
 
 
 class Detector:
@@ -92,7 +93,15 @@ class Detector:
         ``grace_s`` keeps it open that much longer while the rebuilt state catches up."""
         f = Finding(key=key, kind=kind, summary="", culprit=culprit, confidence=confidence)  # type: ignore[arg-type]
         self.tracked[key] = _Tracked(
-            f, now, now + grace_s, open=True, kind=kind, confidence=confidence, culprit=culprit, opened_at=now
+            f,
+            now,
+            now + grace_s,
+            open=True,
+            kind=kind,
+            confidence=confidence,
+            culprit=culprit,
+            opened_at=now,
+            adopted_until=now + grace_s,
         )
 
     def forget(self, launch: str) -> list[str]:
@@ -164,7 +173,9 @@ class Detector:
                 continue
             if not t.open:
                 del self.tracked[key]
-            elif (gone := _exited_while_hung(fleet, t)) or now - t.last_seen >= self.cfg.resolve_after_s:
+            elif (gone := _exited_while_hung(fleet, t)) or (
+                now - t.last_seen >= self.cfg.resolve_after_s and not _rebuilding(fleet, key, t, now)
+            ):
                 summary = gone or _resolved_summary(t)
                 decisions.append(Decision("resolve", key, now, t.finding, summary=summary))
                 del self.tracked[key]
@@ -246,3 +257,14 @@ def _resolved_summary(t: _Tracked) -> str:
     if kind == "gpu_xid":
         return "No further XID and the rank moves again."
     return f"{kind.replace('_', ' ')} no longer observed."
+
+
+def _rebuilding(fleet: Fleet, key: str, t: _Tracked, now: float) -> bool:
+    """A hang taken over from the store (a restart, a new leader) whose finding is not seen yet: the state
+    rebuilt from the database may lack what showed it (fresh GPU and process samples, the stacks) for a while.
+    Within the grace only progress seen since the takeover ends it; absence alone would resolve it and then open
+    it again as a second incident once the state caught up."""
+    if now >= t.adopted_until or t.kind not in HANG_KINDS:
+        return False
+    st = fleet.launches.get(key.split(":", 1)[-1])
+    return st is None or not any(r.last_progress_at > t.opened_at for r in st.ranks.values())
