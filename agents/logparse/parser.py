@@ -264,7 +264,7 @@ class LogParser(Dating):
                 self._saw("nccl", None, False)
                 return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
         if c in "IWEF" and s[1:2].isdigit():
-            m = torchrun.HEAD.match(s)
+            m = heads.GLOG_BARE.match(s)
             if m and (launcher := self._torchrun(m, s, now)) is not None:
                 return launcher
         if c.isupper():
@@ -378,16 +378,16 @@ class LogParser(Dating):
     def _torchrun(self, m: re.Match[str], s: str, now: float | None) -> list[Event] | None:
         """torchrun's own lines (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874] ...``) that say a
         worker failed or was sent its closing signal; None for any other glog line (read as glog below)."""
-        g = m.groups()
+        g = m.groups()  # level, MMDD, H, M, S, fraction, pid, file:line
         msg = s[m.end() :]
         hit = torchrun.launcher_message(msg)
         if hit is None:
             return None
-        ts = self._no_year(int(g[1]), int(g[2]), g[3:6], (g[6] or "")[:6], now)
+        ts = self._no_year(int(g[1][:2]), int(g[1][2:]), g[2:5], (g[5] or "")[:6], now)
         self._saw("glog", ts, False)
         kind, sev, fields = hit
-        fields["source_file"] = g[8][:128]
-        fields.setdefault("pid", int(g[7]))
+        fields["source_file"] = g[7][:128]
+        fields.setdefault("pid", int(g[6]))
         return [self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)]
 
     def _uvicorn(self, s: str, end: int, level: str, now: float | None, extra: Fields | None) -> list[Event]:

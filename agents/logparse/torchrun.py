@@ -13,7 +13,7 @@ Shapes, from real torchrun 2.13 jobs on gloo (tests/test_torch_jobs.py runs them
 - rendezvous that never completes: ``DistStoreError: Timed out after 61 seconds waiting for clients. 3/4
   clients joined.`` / ``wait timeout after 60000ms, keys: /default_pg/0//cuda//0``.
 
-Pure: lines in, (kind, severity, fields) out. The header itself is ``HEAD``; the parser dates it.
+Pure: lines in, (kind, severity, fields) out. The header is the bare glog one (``heads.GLOG_BARE``); the parser dates it.
 """
 
 from __future__ import annotations
@@ -24,10 +24,6 @@ from .values import Fields
 
 Match = tuple[str, str, Fields]
 
-# W1201 09:56:54.628000 26378 torch/distributed/run.py:874] msg
-HEAD = re.compile(
-    r"([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? {1,8}(\d{1,10}) ([\w./+-]{1,200}:\d{1,7})\] ?"
-)
 RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]: ?")
 _FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _CLOSING = re.compile(r"Sending process (\d+) closing signal (SIG\w+)")
