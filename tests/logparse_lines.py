@@ -531,10 +531,10 @@ REAL_LINES: list[tuple[str, str, str, str | None, str | None, dict[str, Any]]] =
         "https://github.com/hiyouga/EasyR1/issues/185",
         "(raylet) [2025-04-02 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / "
         "actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons",
-        "raw",
+        "child_crashed",  # the raylet's pid is the reporter's, not the killed worker's
         None,
         "2025-04-02 15:02:00.117",
-        {"pid": 135782, "process": "raylet"},
+        {"reporter_pid": 135782, "engine": "ray", "cause": "host_oom", "killed": 1},
     ),
     (  # Ray's colour codes, their escape byte turned into U+FFFD on the way into the report
         "https://github.com/vllm-project/vllm/issues/6775",

@@ -26,6 +26,6 @@ ENGINES = ("sglang", "vllm")
 def engine_of(kind: str, fields: Mapping[str, object]) -> str | None:
     """``"sglang"`` / ``"vllm"`` when the event names its engine, else None."""
     named = fields.get("engine")
-    if isinstance(named, str) and named in ENGINES:
-        return named
+    if isinstance(named, str):
+        return named if named in ENGINES else None  # torchelastic's or Ray's report is neither engine's
     return "sglang" if kind in SGLANG_ONLY else None

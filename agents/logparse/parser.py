@@ -18,6 +18,7 @@ from .config import config_fields, is_config_dump
 from .dating import Dating
 from .progress import Bar, looks_like_bar, parse_bar
 from .sglang import sglang_message
+from .supervisors import supervisor_message
 from .torch_nccl import TORCH_STARTS, glog_severity, mismatch_fields, nccl_message, torch_message
 from .traceback import START, Traceback, cut_message
 from .values import MAX_FIELDS, Fields
@@ -317,6 +318,8 @@ class LogParser(Dating):
         hit = sglang_message(msg)
         if hit is None:
             hit = vllm_message(msg)
+        if hit is None:
+            hit = supervisor_message(msg)
         if hit is None and is_config_dump(msg):
             hit = ("engine_config", "info", config_fields(msg))
         if hit is None and msg.startswith(TORCH_STARTS):

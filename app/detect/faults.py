@@ -18,10 +18,19 @@ from app.rankstate import (
     RankState,
     Signal,
     phase_before_crash,
+    rank_for_global,
 )
+from app.rankstate.infer import global_label
 
 CRASH_SIGNALS = frozenset(
-    {"process_exit", "process_gone", "child_crashed", "init_failed", "scheduler_exception"}
+    {
+        "process_exit",
+        "process_gone",
+        "child_crashed",
+        "init_failed",
+        "scheduler_exception",
+        "collective_mismatch",
+    }
 )
 
 # Places for other parts to add evidence to a finding of a kind (the draft preflight adds its checkpoint
@@ -50,7 +59,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
         if sig is not None:
             dead.append((sig.ts, r, sig))
     if not dead:
-        return None
+        return _unattributed_crash(st)
     dead.sort(key=lambda x: (x[0], x[1].label))
     if _stopped_on_purpose(st, dead):
         return None
@@ -62,15 +71,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
         for lab, s in st.signals
         if s.kind == "traceback" and lab in (None, first.label) and abs(s.ts - first_ts) <= 120
     ]
-    if tb:
-        ev.append(
-            evidence(
-                tb[0].ts,
-                first.label,
-                f"traceback ({tb[0].fields.get('exc_type') or 'exception'})",
-                tb[0].message[-600:],
-            )
-        )
+    ev += _traceback_row(tb, first.label)
     if first.last_log:
         ev.append(evidence(first.last_log_at, first.label, "last log line", first.last_log))
     live = [r for r in st.ranks.values() if r.phase not in ("crashed", "exited")]
@@ -82,12 +83,15 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     # several ranks gone in the same listing and nothing yet says which went first (no exit code: they are not
     # the agent's children; the launcher's "failed (exitcode ...)" line may still be on its way): hold a moment
     unsure = not _explained(sig) and any(r is not first and abs(ts - first_ts) <= 2.0 for ts, r, _ in dead)
+    culprit = first.label
+    if sig.kind == "collective_mismatch" and (behind := _mismatch_behind(st, sig)) is not None:
+        culprit, what = behind, f"{what} ({behind} is a collective behind)"
     return Finding(
         key=f"crash:{st.key}",
         kind="rank_crashed",
         launch=st.key,
         summary=f"{first.label} crashed in {phase}: {what}{others}.",
-        culprit=first.label,
+        culprit=culprit,
         ranks=[r.label for _, r, _ in dead],
         evidence=ev,
         confidence="suspected" if unsure else "confirmed",
@@ -133,6 +137,55 @@ def _stopped_on_purpose(st: LaunchState, dead: list[tuple[float, RankState, Sign
 
 def _deaths(r: RankState) -> list[Signal]:
     return [s for s in r.signals if s.kind in CRASH_SIGNALS]
+
+
+def _traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
+    """The first traceback near a crash, as one evidence row (its exception type and its last lines)."""
+    if not tb:
+        return []
+    exc = tb[0].fields.get("exc_type") or "exception"
+    return [evidence(tb[0].ts, rank, f"traceback ({exc})", tb[0].message[-600:])]
+
+
+def _unattributed_crash(st: LaunchState) -> Finding | None:
+    """A supervisor's report that a worker died, naming none we know (Ray's OOM kill, vLLM's 'Got fatal
+    signal from worker processes', 'EngineCore failed to start' with no worker line): a crash, no culprit."""
+    sigs = [s for lab, s in st.signals if lab is None and s.kind in ("child_crashed", "init_failed")]
+    if not sigs:
+        return None
+    sig = sigs[0]
+    ev = [evidence(s.ts, None, s.kind.replace("_", " "), s.message[:400]) for s in sigs[:8]]
+    tb = [s for lab, s in st.signals if s.kind == "traceback" and abs(s.ts - sig.ts) <= 120]
+    ev += _traceback_row(tb, None)
+    return Finding(
+        key=f"crash:{st.key}",
+        kind="rank_crashed",
+        launch=st.key,
+        summary=f"A worker crashed: {excerpt(sig.message, 160)} (the line names no rank).",
+        culprit=None,
+        ranks=[],
+        evidence=ev,
+        confidence="confirmed",
+        since=sig.ts,
+        phase="starting" if sig.kind == "init_failed" else None,
+    )
+
+
+def _mismatch_behind(st: LaunchState, sig: Signal) -> str | None:
+    """The rank PyTorch's collective check shows a collective behind (the lowest SequenceNumber), if one is."""
+    ranks, seqs = str(sig.fields.get("ranks") or "").split(","), str(sig.fields.get("seqs") or "").split(",")
+    pos = {
+        int(r): int(q)
+        for r, q in zip(ranks, seqs, strict=False)
+        if r.strip().isdigit() and q.strip().isdigit()
+    }
+    if len(pos) < 2 or len(set(pos.values())) < 2:
+        return None  # the same collective on every rank: a shape mismatch, not a rank behind
+    low = min(pos.values())
+    lagging = [r for r, q in pos.items() if q == low]
+    if len(lagging) != 1:
+        return None
+    return rank_for_global(st, lagging[0]) or global_label(st.ranks, lagging[0]) or f"rank{lagging[0]}"
 
 
 def xids(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:

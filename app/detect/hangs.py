@@ -23,6 +23,7 @@ from app.detect.culprit import (
     recent,
     signature,
 )
+from app.detect.engine_reports import ENGINE_STALL_SIGNALS, shm_repeat
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, Signal
 
@@ -291,11 +292,21 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
 
 
 def confirmed_signals(st: LaunchState) -> list[tuple[str | None, Signal]]:
+    kinds = HANG_SIGNALS.keys() | ENGINE_STALL_SIGNALS
     out: list[tuple[str | None, Signal]] = [
-        (r.label, s) for r in st.ranks.values() for s in r.signals if s.kind in HANG_SIGNALS
+        (r.label, s) for r in st.ranks.values() for s in r.signals if s.kind in kinds
     ]
-    out += [(lab, s) for lab, s in st.signals if s.kind in HANG_SIGNALS]
-    return sorted(out, key=lambda x: x[1].ts)
+    out += [(lab, s) for lab, s in st.signals if s.kind in kinds]
+    out.sort(key=lambda x: x[1].ts)
+    return [x for x in out if x[1].kind != "shm_broadcast_wait" or shm_repeat(st, x[1], out)]
+
+
+def signal_kind(st: LaunchState, kind: str) -> str:
+    """The hang kind an engine report opens: its own, or for vLLM's (which say nothing of why) where it is."""
+    if kind in HANG_SIGNALS:
+        return HANG_SIGNALS[kind]
+    served = st.ready_at is not None or st.last_decode_at is not None
+    return "stalled_serving" if served or launch_phase(st) in ("serving", "ready") else "suspected_deadlock"
 
 
 def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None:
@@ -305,13 +316,13 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         return base
     if base is not None and base.held:
         base = None  # a suspicion that only asked for stacks: the engine's own signal opens the incident
-    first_kind = HANG_SIGNALS[sigs[0][1].kind]
+    first_kind = signal_kind(st, sigs[0][1].kind)
     culprit = base.culprit if base else None
     culprit, reason = _signal_culprit(st, sigs, culprit)
     sig_ev = [evidence(s.ts, lab, s.kind, _said(s)) for lab, s in sigs[-8:]]
     if base is not None:
         base.confidence = "confirmed"
-        base.confirmed_by = sorted({HANG_SIGNALS[s.kind] for _, s in sigs})
+        base.confirmed_by = sorted({HANG_SIGNALS.get(s.kind, s.kind) for _, s in sigs})
         base.evidence = (sig_ev + base.evidence)[:MAX_EVIDENCE]
         if culprit:
             base.culprit = culprit
@@ -319,11 +330,12 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
             base.summary.rstrip(".") + f". Confirmed by the engine: {excerpt(_said(sigs[0][1]), 160)}"
         )
         return base
-    what = (
-        "PyTorch's collective timeout"
-        if sigs[0][1].kind == "collective_timeout"
-        else ("PyTorch's NCCL watchdog" if first_kind == "nccl_timeout" else "SGLang's scheduler watchdog")
-    )
+    what = {
+        "nccl_timeout": "PyTorch's NCCL watchdog",
+        "watchdog_timeout": "SGLang's scheduler watchdog",
+    }.get(first_kind, "vLLM's engine stall report")
+    if sigs[0][1].kind == "collective_timeout":
+        what = "PyTorch's collective timeout"
     who = (
         f"; {culprit} is the suspect: {reason}"
         if culprit and reason
@@ -338,9 +350,9 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         ranks=sorted({lab for lab, _ in sigs if lab} | ({culprit} if culprit else set())),
         evidence=sig_ev,
         confidence="confirmed",
-        confirmed_by=[first_kind],
+        confirmed_by=sorted({first_kind, HANG_SIGNALS.get(sigs[0][1].kind, sigs[0][1].kind)}),
         since=sigs[0][1].ts,
-        phase=launch_phase(st),
+        phase="serving" if first_kind == "stalled_serving" else launch_phase(st),
     )
 
 

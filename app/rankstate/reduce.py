@@ -61,6 +61,8 @@ def rank_for_global(st: LaunchState, global_rank: int) -> str | None:
 # An event dated this far beyond its host's latest sample carries an estimated time (an undated tqdm bar):
 # it is placed at the sample clock instead, so one bad estimate cannot hold "last progress" in the future.
 FUTURE_SLACK_S = 60.0
+# vLLM's offline LLM.generate() bar: the engine is up and generating (no server, so no ready line)
+OFFLINE_GENERATE = "Processed prompts"
 
 
 def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
@@ -106,15 +108,27 @@ def _crashed_child(fleet: Fleet, st: LaunchState, host: str, ev: wire.Event) -> 
     if isinstance(pid, int) and (host, pid) in fleet.by_pid:
         return fleet.by_pid[(host, pid)][1]
     idx = ev.fields.get("rank_index")
-    if isinstance(idx, int):
-        return rank_for_global(st, idx)
-    return None
+    local = ev.fields.get("local_rank")
+    if not isinstance(idx, int):
+        # torchrun's "failed (exitcode: -9) local_rank: 3": where the pid is not known, the global rank on one node
+        return (
+            (rank_for_global(st, local) or global_label(st.ranks, local)) if isinstance(local, int) else None
+        )
+    if (label := rank_for_global(st, idx)) is None and str(ev.fields.get("process", "")).startswith(
+        "VllmWorker"
+    ):
+        # vLLM names a dead worker by its rank ('Worker proc VllmWorker-1 died unexpectedly'), often before
+        # any line of that worker: with tensor parallelism its rank is its TP index, the label its lines carry
+        label = f"TP{idx}"
+    return label
 
 
 def _launch_event(st: LaunchState, ev: wire.Event) -> None:
     k = ev.kind
-    if k == "server_ready":
-        st.ready_at = ev.ts
+    if k == "server_ready" or (
+        k == "progress" and str(ev.fields.get("desc", "")).startswith(OFFLINE_GENERATE)
+    ):
+        st.ready_at = ev.ts if st.ready_at is None or k == "server_ready" else st.ready_at
         for r in st.ranks.values():
             if r.phase in STARTUP_PHASES or (r.phase == "stalled" and r.stalled_from in STARTUP_PHASES):
                 r.stalled_from = None
@@ -139,6 +153,7 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         "traceback",
         "init_failed",
         "launcher_stopping",
+        "shm_broadcast_wait",
     ):
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 
@@ -195,7 +210,7 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         progress(r, ev.ts, "log line")
     if k in _CONFIRMED or (ev.severity == "critical" and k not in ("raw", "gpu_xid")):
         _remember(r.signals, _signal(ev), SIGNAL_HISTORY)
-        if k in ("child_crashed", "init_failed", "scheduler_exception") and r.phase not in TERMINAL_PHASES:
+        if k in _CRASHES and r.phase not in TERMINAL_PHASES:
             set_phase(r, "crashed", ev.ts)
 
 
@@ -217,8 +232,14 @@ _CONFIRMED = frozenset(
         "collective_timeout",
         "peer_lost",
         "closing_signal",
+        "shm_broadcast_wait",
+        "engine_timeout",
+        "collective_mismatch",
     }
 )
+# a rank's own report that it is going down: PyTorch's collective check raises (RuntimeError) on the rank that
+# found the mismatch, so it dies there rather than hanging
+_CRASHES = frozenset({"child_crashed", "init_failed", "scheduler_exception", "collective_mismatch"})
 
 
 def _describe(ev: wire.Event) -> str:
