@@ -320,6 +320,10 @@ class LogParser(Dating):
             hit = vllm_message(msg)
         if hit is None:
             hit = supervisor_message(msg)
+        if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):
+            hit = torchrun.launcher_message(
+                msg
+            )  # old torchrun: Python logging's "ERROR:torch.distributed..."
         if hit is None and is_config_dump(msg):
             hit = ("engine_config", "info", config_fields(msg))
         if hit is None and msg.startswith(TORCH_STARTS):
