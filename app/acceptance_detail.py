@@ -21,6 +21,8 @@ from app import models
 from app.acceptance_api import MAX_REPORTS, acceptance_report, load_evidence
 from app.acceptance_breakdown import breakdown
 from app.api import SessionsDep
+from app.bodies import unprocessable
+from app.openapi import REF
 from app.rankstate.accept_history import per_position
 from app.web.pages import templates
 
@@ -103,7 +105,9 @@ def _latest_launch(s: Session, deployment: str) -> int:
 
 def _side(s: Session, launch: int | None, deployment: str | None, which: str) -> dict[str, Any]:
     if (launch is None) == (deployment is None):
-        raise HTTPException(422, f"give exactly one of {which} (a launch id) or deployment_{which}")
+        raise unprocessable(
+            ("query", which), f"give exactly one of {which} (a launch id) or deployment_{which}"
+        )
     lid = launch if launch is not None else _latest_launch(s, deployment or "")
     report = acceptance_report(s, lid)
     L, D = models.Launch, models.Deployment
@@ -128,7 +132,10 @@ QueryId = Annotated[int | None, Query(ge=1)]
 QueryName = Annotated[str | None, Query(min_length=1, max_length=200)]
 
 
-@router.get("/api/v1/acceptance/compare")
+@router.get(
+    "/api/v1/acceptance/compare",
+    responses={404: {"description": "no such launch or deployment", **REF}},
+)
 def acceptance_compare(
     sessions: SessionsDep,
     a: QueryId = None,

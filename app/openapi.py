@@ -18,7 +18,7 @@ ERROR = {
     "properties": {"detail": {"type": "string", "title": "Detail"}},
     "required": ["detail"],
 }
-_REF = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+REF = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 COMMON = {
     "400": "the body is not valid JSON",
     "401": "authentication required (auth=token/proxy)",
@@ -44,7 +44,7 @@ def _document(schema: dict[str, Any]) -> dict[str, Any]:
                 if code not in responses or not responses[code].get("content"):
                     responses[code] = {
                         "description": responses.get(code, {}).get("description") or why,
-                        **_REF,
+                        **REF,
                     }
             for param in op.get("parameters", []):
                 s = param.get("schema", {})

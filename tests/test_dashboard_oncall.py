@@ -38,7 +38,10 @@ def wide(browser: Any) -> Iterator[Any]:  # noqa: F811
 
 
 def _rows_drawn(page: Any, n: int = 16) -> None:
-    page.wait_for_function(f"document.querySelectorAll('.rank-row canvas').length === {n}")
+    # a locator, not wait_for_function: a string predicate is an eval, which the page's CSP refuses
+    from playwright.sync_api import expect
+
+    expect(page.locator(".rank-row canvas")).to_have_count(n)
 
 
 def test_incident_page_says_where_the_culprit_runs(site: Site, wide: Any) -> None:  # noqa: F811
