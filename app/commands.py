@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -113,7 +114,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "log_config": None,
     }
     sink = LogSink().install()
-    print(serving_line(settings, url), flush=True)
+    # through the sink, not print(): a print to a stderr/stdout pipe nobody reads blocks before the server starts
+    logging.getLogger("specwatch").info("%s", serving_line(settings, url))
     jobs = None
     holder = None
     if settings.background and settings.jobs_process:
