@@ -118,9 +118,16 @@ async def _run(settings: Any, holder: str | None) -> None:
     app = create_app(settings, holder=holder)
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, done.set)
     parent = os.environ.get(PARENT_ENV)
+
+    def stop() -> None:
+        # PR_SET_PDEATHSIG's SIGTERM is how a dead server usually reaches us: say so, as the poll would
+        if parent and parent.isdigit() and os.getppid() != int(parent):
+            log.warning("the server process %s is gone: stopping its background jobs", parent)
+        done.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
     watching = threading.Event()
     if parent and parent.isdigit():
         _die_with_parent()

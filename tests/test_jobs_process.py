@@ -45,5 +45,6 @@ def test_the_jobs_process_goes_with_its_server(tmp_path: Path) -> None:
     _, alive = psutil.wait_procs([child], timeout=15)
     for p in alive:
         p.kill()
+    # the kernel's parent-death signal (PR_SET_PDEATHSIG) ends it, at once and in any stage of its start-up:
+    # whether it had time to log why depends on how far it got, so only its end is asserted
     assert not alive, "the jobs process outlived its server"
-    assert "is gone: stopping its background jobs" in server.output()

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Engine, insert, select, text
+from sqlalchemy import Engine, column, insert, select, table, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import models, partitions, retention
@@ -54,9 +54,15 @@ def _exists(engine: Engine, name: str) -> bool:
     return bool(in_class)
 
 
+def _row(s: Session, tbl: str, /, **values: Any) -> None:
+    """An insert naming only these columns: the schema may be older than the models (later migrations add
+    columns with defaults, as 0010 does to hosts), as it is before the partitioning migration runs."""
+    s.execute(insert(table(tbl, *(column(k) for k in values))).values(**values))
+
+
 def _base_rows(s: Session, now: float) -> dict[str, int]:
     """A host, GPU, process, series and launch for samples to refer to."""
-    s.execute(insert(models.Host).values(id=1, name="gpu-node-01", first_seen=now, last_seen=now))
+    _row(s, "hosts", id=1, name="gpu-node-01", first_seen=now, last_seen=now, interval_s=1.0)
     s.execute(insert(models.Gpu).values(id=1, host_id=1, uuid="GPU-0", index=0, last_seen=now))
     s.execute(insert(models.Deployment).values(id=1, name="d", created_at=now))
     s.execute(insert(models.Launch).values(id=1, deployment_id=1, started_at=now, last_seen=now))
