@@ -195,7 +195,10 @@ class Detector:
         f.confirmed_by = sorted(
             {*f.confirmed_by, *(hangs.HANG_SIGNALS[s.kind] for _, s in sigs), "rank_crashed"}
         )
-        f.evidence = (crash.evidence[:4] + f.evidence)[: hangs.MAX_EVIDENCE]
+        # the engine's own reports that arrived with the teardown (gloo's timeout, the watchdog) lead the evidence
+        said = [evidence(s.ts, lab, s.kind, hangs.said(s)) for lab, s in sigs[-4:]]
+        fresh = [e for e in said if e not in f.evidence]
+        f.evidence = (fresh + crash.evidence[:4] + f.evidence)[: hangs.MAX_EVIDENCE]
         f.culprit = hang.culprit or f.culprit
         after = f"The launch went down {max(0.0, (crash.since or now) - hang.opened_at):.0f} s after the hang was reported"
         f.summary = f"{f.summary.rstrip('.')}. {after}: {crash.summary.rstrip('.')}."

@@ -319,7 +319,7 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
     first_kind = signal_kind(st, sigs[0][1].kind)
     culprit = base.culprit if base else None
     culprit, reason = _signal_culprit(st, sigs, culprit)
-    sig_ev = [evidence(s.ts, lab, s.kind, _said(s)) for lab, s in sigs[-8:]]
+    sig_ev = [evidence(s.ts, lab, s.kind, said(s)) for lab, s in sigs[-8:]]
     if base is not None:
         base.confidence = "confirmed"
         base.confirmed_by = sorted({HANG_SIGNALS.get(s.kind, s.kind) for _, s in sigs})
@@ -327,7 +327,7 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         if culprit:
             base.culprit = culprit
         base.summary = (
-            base.summary.rstrip(".") + f". Confirmed by the engine: {excerpt(_said(sigs[0][1]), 160)}"
+            base.summary.rstrip(".") + f". Confirmed by the engine: {excerpt(said(sigs[0][1]), 160)}"
         )
         return base
     what = {
@@ -404,7 +404,7 @@ def _signal_culprit(
     return culprit, ""
 
 
-def _said(s: Signal) -> str:
+def said(s: Signal) -> str:
     """What a signal says, in one line: a traceback's exception line rather than its first frames."""
     return str(s.fields.get("exc_message") or s.message)[:400]
 
