@@ -11,7 +11,8 @@ import pytest
 
 from agents.logparse import LogParser, parse_lines
 from agents.wire import LOG_EVENT_KINDS
-from tests.logparse_lines import REAL_LINES, SGLANG_LINES, TORCH_LINES, check, one, utc
+from tests.logparse_lines import SGLANG_LINES, TORCH_LINES, check, one, utc
+from tests.logparse_real_lines import REAL_LINES
 
 
 @pytest.mark.parametrize(("source", "line", "kind", "rank", "ts", "fields"), REAL_LINES)
