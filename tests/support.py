@@ -277,13 +277,18 @@ def make_batch(
     }
 
 
-def count_rows(database_url: str, table: str) -> int:
+def scalar(database_url: str, sql: str) -> int:
+    """One integer a query returns, read on a connection of its own."""
     eng = create_engine(database_url)
     try:
         with eng.connect() as c:
-            return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+            return int(c.execute(text(sql)).scalar_one())
     finally:
         eng.dispose()
+
+
+def count_rows(database_url: str, table: str) -> int:
+    return scalar(database_url, f"SELECT count(*) FROM {table}")
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float = 0.1) -> T:

@@ -6,21 +6,10 @@ import signal
 import time
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-
 from tests.agent_support import finish, sim_args, start_agent
-from tests.support import ServerProcess, cli
+from tests.support import ServerProcess, cli, scalar
 
 SIM_HOST = "gpu-a01"
-
-
-def scalar(url: str, sql: str) -> int:
-    eng = create_engine(url)
-    try:
-        with eng.connect() as c:
-            return int(c.execute(text(sql)).scalar_one())
-    finally:
-        eng.dispose()
 
 
 def test_server_outage_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:

@@ -13,12 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
 
 from agents.shipper import Shipper
 from agents.spool import Spool
 from tests.security_support import agent_token
-from tests.support import ServerProcess, cli, free_port
+from tests.support import ServerProcess, cli, free_port, scalar
 
 HOST = "gpu-node-09"
 
@@ -35,15 +34,6 @@ def srv(url: str) -> Iterator[ServerProcess]:
     s = ServerProcess(url).start()
     yield s
     s.stop()
-
-
-def count(url: str, sql: str) -> int:
-    eng = create_engine(url)
-    try:
-        with eng.connect() as c:
-            return int(c.execute(text(sql)).scalar_one())
-    finally:
-        eng.dispose()
 
 
 def proc(now: float, pid: int, **kw: Any) -> dict[str, Any]:
@@ -71,7 +61,7 @@ def test_a_batch_with_many_out_of_range_records_is_salvaged_not_quarantined(
             break
     assert spool.pending() == 0 and shipper.stats.acked == 1 and shipper.stats.rejected == 0
     assert shipper.stats.refused_records == 120
-    assert count(url, "SELECT count(*) FROM process_samples") == 30, "every good record was stored"
+    assert scalar(url, "SELECT count(*) FROM process_samples") == 30, "every good record was stored"
 
 
 class Unavailable(BaseHTTPRequestHandler):
