@@ -41,7 +41,7 @@ dist: setup
 
 # regenerate docs/configuration.md from app/settings.py
 docs: setup
-	$(PY) -m app.docgen
+	$(PY) -m app.cli.docgen
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

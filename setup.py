@@ -1,7 +1,7 @@
 """Build hook only; the project's metadata lives in pyproject.toml.
 
 templates/, static/ and migrations/ sit at the repository's top level but must travel inside the wheel: they
-are copied into the ``app`` package at build time, where app/resources.py finds them once installed.
+are copied into the ``app`` package at build time, where app/kit/resources.py finds them once installed.
 """
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""``specwatch agent``: the host agent's command line. Registered by app/cli.py through COMMAND_MODULES.
+"""``specwatch agent``: the host agent's command line. Registered by app/cli/main.py through COMMAND_MODULES.
 
 Errors in the configuration print one sentence and exit with code 2; nothing is started.
 """
@@ -87,7 +87,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     from agents.collectors.stacks import StackDumper
     from agents.main import Agent, AgentConfig, Sources
     from agents.shipper import Shipper
-    from agents.spool import Spool, SpoolBusy
+    from agents.spool.store import Spool, SpoolBusy
 
     sources = _sources(args.sources)
     cluster: Any = None

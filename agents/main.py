@@ -23,7 +23,7 @@ from agents.collectors.nvml import GpuBackend, pid_gpu_map
 from agents.collectors.procs import ProcessBackend
 from agents.collectors.stacks import SimStackDumper, StackDumper
 from agents.shipper import Shipper
-from agents.spool import Spool
+from agents.spool.store import Spool
 
 log = logging.getLogger("specwatch.agent")
 

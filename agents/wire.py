@@ -19,7 +19,7 @@ _STRICT = ConfigDict(extra="forbid")
 # No per-string validators here: pydantic-core validates a batch in one call without re-entering Python,
 # which under a busy server cost it 2-4x (every callback is a chance to hand the interpreter lock over). NUL
 # characters, which PostgreSQL text cannot hold, are replaced in the request bytes before validation instead
-# (app/bodies.py).
+# (app/api/bodies.py).
 # Ranges are checked here, in the schema, so that a value the database cannot hold is a 422 naming its field
 # (never a 500 from the driver that an agent would retry forever): 64-bit columns take up to 2**63 - 1,
 # 32-bit ones (pids, thread counts, exit codes, GPU indexes) up to 2**31 - 1. Measured floats are finite.

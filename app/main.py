@@ -17,33 +17,25 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 
-from app import (
-    __version__,
-    access,
-    alerts,
-    apidocs,
-    auth,
-    health,
-    leader,
-    openapi,
-    partitions,
-    promexport,
-    retention,
-    rollups,
-    web,
-)
-from app.acceptance_api import router as acceptance_router
-from app.acceptance_detail import router as acceptance_detail_router
-from app.access import AccessControl
-from app.api import ingest_router, read_router
-from app.background import Job, Leadership, run_job
-from app.db import make_engine, session_factory, transaction
-from app.detector_job import DetectorService
-from app.ingest import IngestCache
-from app.ingest_queue import IngestWriter
-from app.logsink import LOG_FORMAT, LogSink, Throttle
-from app.security import HttpGuard
+from app import __version__, alerts, web
+from app.acceptance.api import router as acceptance_router
+from app.acceptance.detail_api import router as acceptance_detail_router
+from app.access import agent_tokens as auth
+from app.access import users as access
+from app.access.security import HttpGuard
+from app.access.users import AccessControl
+from app.api import docs as apidocs
+from app.api import health, openapi
+from app.api import prometheus as promexport
+from app.api.read import ingest_router, read_router
+from app.detector.job import DetectorService
+from app.ingest.batches import IngestCache
+from app.ingest.queue import IngestWriter
+from app.jobs import leader, partitions, retention, rollups
+from app.jobs.background import Job, Leadership, run_job
+from app.kit.logsink import LOG_FORMAT, LogSink, Throttle
 from app.settings import Settings
+from app.store.db import make_engine, session_factory, transaction
 
 log = logging.getLogger("specwatch")
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +66,7 @@ def out_of_range_answer() -> JSONResponse:
 
 def create_app(settings: Settings | None = None, holder: str | None = None) -> FastAPI:
     """The server. ``holder`` names this server's claim on the leader lease; an HTTP server whose jobs run in
-    a process of their own (app/jobs_process.py) passes that process's, so /healthz can say who leads."""
+    a process of their own (app/jobs/process.py) passes that process's, so /healthz can say who leads."""
     settings = settings or Settings()
     url = settings.resolved_database_url()
     engine = make_engine(url)
@@ -107,7 +99,7 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
         # no OpenTelemetry here: FastAPI otherwise asks the OTel providers on every request whether to trace
         # it, a measurable share of an ingest request's CPU (/metrics is specwatch's own telemetry)
         telemetry={"tracing": False, "metrics": False, "logs": False},
-        # the docs page is served from the vendored Swagger UI (app/apidocs.py), never from a CDN
+        # the docs page is served from the vendored Swagger UI (app/api/docs.py), never from a CDN
         docs_url=None,
         redoc_url=None,
     )
@@ -232,7 +224,7 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
 def create_worker_app() -> FastAPI:
     """The app of one `serve --workers N` process. uvicorn starts each in a fresh interpreter that never ran
     the CLI's logging set-up: the same format, through the same non-blocking sink."""
-    from app.jobs_process import HOLDER_ENV
+    from app.jobs.process import HOLDER_ENV
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     atexit.register(LogSink().install().close)

@@ -10,7 +10,7 @@
   10 minutes against the baseline seen at any detector tick (the rule needs 25%), and how many reports it
   left out as speculation off (<= 1.05) or at batch sizes the baseline never saw.
 
-Runs the same parser, reducer and detector as ``specwatch eval`` (app.evaluate.run_scenario). From the repo root:
+Runs the same parser, reducer and detector as ``specwatch eval`` (app.offline.evaluate.run_scenario). From the repo root:
 
     python benchmarks/acceptance_latency.py [--seeds 3]
 """
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents.logparse import LogParser
 from agents.sim import SimCluster, load_scenario
 from app.detect import drift
-from app.evaluate import T0, run_scenario
-from app.offline import rank_from_filename
+from app.offline.driver import rank_from_filename
+from app.offline.evaluate import T0, run_scenario
 from app.rankstate.accept_history import MINUTE_S
 
 COLLAPSE = ("zero-acceptance", "demo-zero-acceptance", "vllm-zero-acceptance")

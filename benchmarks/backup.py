@@ -3,7 +3,7 @@
 
     python benchmarks/backup.py [--batches 3000] [--seconds 6]
 
-The database is filled through the real ingest path (app.ingest.store_batch) with the ingest benchmark's
+The database is filled through the real ingest path (app.ingest.batches.store_batch) with the ingest benchmark's
 batches (one 8-GPU host, 2 s of samples: 36 records each). The writer then stores batches back to back, one
 transaction each, first alone and then while `specwatch backup` processes run one after another.
 """
@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 from pydantic import TypeAdapter  # noqa: E402
 
 from agents.wire import IngestBatch  # noqa: E402
-from app.backup import backup_sqlite  # noqa: E402
-from app.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
-from app.ingest import store_batch  # noqa: E402
+from app.cli.backup import backup_sqlite  # noqa: E402
+from app.ingest.batches import store_batch  # noqa: E402
+from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
 from benchmarks.ingest import RECORDS_PER_BATCH, batch  # noqa: E402
 
 ADAPTER = TypeAdapter(IngestBatch)

@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import insert, text  # noqa: E402
 
-from app import models  # noqa: E402
-from app.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
+from app.store import models  # noqa: E402
+from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
 from app.web.overview import deployments, hosts_now  # noqa: E402
 from app.web.timeline import timeline  # noqa: E402
 from tests.support import PgDatabases, pg_available  # noqa: E402

@@ -211,8 +211,8 @@ def raw_insert_rate(url: str, n_batches: int) -> float:
     from pydantic import TypeAdapter
 
     from agents.wire import IngestBatch
-    from app.db import make_engine, session_factory, transaction
-    from app.ingest import store_batch
+    from app.ingest.batches import store_batch
+    from app.store.db import make_engine, session_factory, transaction
 
     adapter = TypeAdapter(IngestBatch)
     engine = make_engine(url)
@@ -234,8 +234,8 @@ def core_insert_rate(url: str, n_batches: int) -> float:
     """Bare SQLAlchemy Core executemany of the same sample rows, one transaction per batch, no lookups."""
     from sqlalchemy import insert
 
-    from app import models
-    from app.db import make_engine, session_factory, transaction
+    from app.store import models
+    from app.store.db import make_engine, session_factory, transaction
 
     engine = make_engine(url)
     factory = session_factory(engine)

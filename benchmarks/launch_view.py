@@ -8,7 +8,7 @@
 2. Time from a batch ingested over HTTP to its log line visible in Chromium's launch view, with the 6-hour
    launch open and following live. Target: <= 2 s.
 
-Data goes in through the real ingest code (app.ingest.store_batch) into a real SQLite file; the server is a
+Data goes in through the real ingest code (app.ingest.batches.store_batch) into a real SQLite file; the server is a
 real `specwatch serve` process; the browser is Debian's Chromium.
 
     python benchmarks/launch_view.py [--hours 6] [--repeat 7] [--no-browser]
@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from agents import wire  # noqa: E402
-from app import metric_rollups, rollups  # noqa: E402
-from app.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
-from app.ingest import store_batch  # noqa: E402
+from app.ingest.batches import store_batch  # noqa: E402
+from app.jobs import metric_rollups, rollups  # noqa: E402
+from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
 from tests import launchdata as ld  # noqa: E402
 from tests.support import ServerProcess, cli  # noqa: E402
 

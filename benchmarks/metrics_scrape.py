@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from sqlalchemy import insert, select  # noqa: E402
 
-from app import models  # noqa: E402
-from app.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
+from app.api.prometheus import StateCollector  # noqa: E402
 from app.main import IngestStats  # noqa: E402
-from app.promexport import StateCollector  # noqa: E402
+from app.store import models  # noqa: E402
+from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
 from tests.support import PgDatabases, pg_available  # noqa: E402
 
 

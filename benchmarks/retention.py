@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import create_engine, insert, text  # noqa: E402
 
-from app import models, partitions, retention  # noqa: E402
-from app.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
+from app.jobs import partitions, retention  # noqa: E402
+from app.store import models  # noqa: E402
+from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
 from tests.support import PgDatabases, pg_available  # noqa: E402
 
 DAY = 86400

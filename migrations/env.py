@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from alembic import context
 
-from app.db import make_engine
-from app.models import Base
-from app.partitions import is_partition_name
+from app.jobs.partitions import is_partition_name
+from app.store.db import make_engine
+from app.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata

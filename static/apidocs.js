@@ -1,4 +1,4 @@
-// specwatch: starts the vendored Swagger UI on /docs (app/apidocs.py) against this server's OpenAPI document.
+// specwatch: starts the vendored Swagger UI on /docs (app/api/docs.py) against this server's OpenAPI document.
 "use strict";
 window.ui = SwaggerUIBundle({
   url: "/openapi.json",

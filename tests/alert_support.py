@@ -13,9 +13,10 @@ from typing import Any, TypeVar
 import httpx
 from sqlalchemy import select
 
-from app import incidents, models
 from app.alerts import outbox, signing
-from app.db import make_engine, session_factory, transaction
+from app.detector import incidents
+from app.store import models
+from app.store.db import make_engine, session_factory, transaction
 from tests.support import ROOT, free_port, wait_http
 
 T = TypeVar("T")
@@ -70,7 +71,7 @@ def verify_signature(record: dict[str, Any], secret: str = SECRET) -> bool:
 
 
 class Store:
-    """The database as the detector sees it: writes incidents through app/incidents.py with the outbox hook
+    """The database as the detector sees it: writes incidents through app/detector/incidents.py with the outbox hook
     installed, exactly as the server's detector job does."""
 
     def __init__(self, url: str, group_wait_s: float = 0.0) -> None:

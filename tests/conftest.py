@@ -46,7 +46,7 @@ def pg() -> Iterator[PgDatabases]:
 
 
 def _sqlite_url(tmp_path: Path, migrated: bool) -> str:
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url = f"sqlite:///{tmp_path / 'specwatch.db'}"
     if migrated:

@@ -70,7 +70,7 @@ class PgDatabases:
         self.created.append(name)
 
     def fresh(self, migrated: bool = True) -> str:
-        from app.db import upgrade
+        from app.store.db import upgrade
 
         name = f"swtest_{uuid.uuid4().hex[:12]}"
         if not migrated:

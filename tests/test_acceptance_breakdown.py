@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.acceptance import AcceptPoint
-from app.acceptance_breakdown import by_batch, per_position
+from app.acceptance.breakdown import by_batch, per_position
+from app.acceptance.diagnosis import AcceptPoint
 from tests.support import ServerProcess, chromium_path, cli, make_batch, wait_for
 from tests.test_web_data import _ingest
 

@@ -142,7 +142,7 @@ def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: An
     from agents.main import Agent, AgentConfig, Sources
     from agents.preflight.watch import DraftPreflight
     from agents.shipper import Shipper
-    from agents.spool import Spool
+    from agents.spool.store import Spool
 
     draft = tmp_path / "eagle3-draft"
     draft.mkdir()  # no config.json, no weights: a draft the engine would fail on

@@ -18,7 +18,7 @@ from agents import wire
 from agents.collectors.stacks import StackDumper, top_frame
 from agents.main import Agent, AgentConfig, Sources
 from agents.shipper import Shipper
-from agents.spool import QUARANTINE, Spool
+from agents.spool.store import QUARANTINE, Spool
 from tests.support import ServerProcess, cli, free_port
 
 HOST = "gpu-node-07"

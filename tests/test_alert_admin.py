@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.db import upgrade
+from app.store.db import upgrade
 from tests.alert_support import Receiver, verify_signature
 from tests.support import ServerProcess, cli
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.db import upgrade
+from app.store.db import upgrade
 from tests.alert_support import SECRET, Receiver, Store, verify_signature
 from tests.support import ServerProcess, wait_for
 

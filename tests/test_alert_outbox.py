@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app import incidents, models
 from app.alerts import outbox, receivers, silences
 from app.alerts.sender import Sender, SenderConfig
-from app.db import transaction
+from app.detector import incidents
+from app.store import models
+from app.store.db import transaction
 from tests.alert_support import Receiver, Store
 from tests.support import wait_for
 

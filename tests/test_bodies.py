@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.bodies import without_nul
+from app.api.bodies import without_nul
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ import json
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from app.corpus import load_baseline, load_cases
-from app.offline import OfflineRun
-from app.replay import replay
+from app.offline.corpus import load_baseline, load_cases
+from app.offline.driver import OfflineRun
+from app.offline.replay import replay
 from tests.support import cli
 
 CORPUS = Path(__file__).parent / "corpus"

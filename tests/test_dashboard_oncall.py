@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, select
 
 from app.alerts.outbox import snapshot
-from app.db import session_factory
-from app.models import Incident, IncidentChange
+from app.store.db import session_factory
+from app.store.models import Incident, IncidentChange
 from tests.test_dashboard_browser import Site, browser, site  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from app.db import PG_CONNECT_DEFAULTS, make_engine
+from app.store.db import PG_CONNECT_DEFAULTS, make_engine
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import insert, select
 
-from app import models
-from app.db import make_engine, session_factory
-from app.detector_feed import Feed
+from app.detector.feed import Feed
+from app.store import models
+from app.store.db import make_engine, session_factory
 
 
 def _event(s, host_id: int, msg: str, ts: float = 1_780_000_000.0) -> None:  # type: ignore[no-untyped-def]

@@ -20,9 +20,9 @@ OPS_DOCS = ("getting-started.md", "cluster.md", "upgrading.md", "troubleshooting
 
 def test_configuration_reference_is_generated_from_settings() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "app.docgen", "--check"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "app.cli.docgen", "--check"], cwd=ROOT, capture_output=True, text=True
     )
-    assert proc.returncode == 0, proc.stderr + " (run: python -m app.docgen)"
+    assert proc.returncode == 0, proc.stderr + " (run: python -m app.cli.docgen)"
     text = (ROOT / "docs" / "configuration.md").read_text()
     for name in Settings.model_fields:
         assert f"`SPECWATCH_{name.upper()}" in text

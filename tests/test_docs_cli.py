@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import build_parser
+from app.cli.main import build_parser
 from tests.support import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -46,7 +46,7 @@ def build(root: Path, name: str) -> Path:
 
 def check(draft: Path, target: Path, engine: str, version: str) -> dict[str, Any]:
     """The check-draft command function, in this process (300 process starts would dominate the test)."""
-    from app.check_draft import cmd_check_draft
+    from app.cli.check_draft import cmd_check_draft
 
     args = argparse.Namespace(
         draft=str(draft),
@@ -165,7 +165,7 @@ def test_cli_json_on_a_speculators_draft_for_sglang(built: tuple[Path, Path]) ->
 def test_write_renamed_makes_what_sglang_loaded_clean(built: tuple[Path, Path], tmp_path: Path) -> None:
     """--write-renamed on a speculators draft for SGLang writes the copy the oracle loaded clean: the same
     config and the same tensor names, dtypes and shapes as the recorded fix~ checkpoint."""
-    from app.check_draft import cmd_check_draft
+    from app.cli.check_draft import cmd_check_draft
 
     root, target = built
     for version, name in (("0.5.23", "spec-train-2layer"), ("0.5.11", "spec-train-no-input-norm")):

@@ -15,10 +15,10 @@ from pydantic import TypeAdapter
 from sqlalchemy import func, select, text
 
 from agents import wire
-from app import models
-from app.db import make_engine, session_factory
-from app.ingest import IngestCache
-from app.ingest_queue import IngestRequest, IngestWriter, Stored
+from app.ingest.batches import IngestCache
+from app.ingest.queue import IngestRequest, IngestWriter, Stored
+from app.store import models
+from app.store.db import make_engine, session_factory
 from tests.support import cli, make_batch
 
 BATCH = TypeAdapter(wire.IngestBatch)

@@ -6,9 +6,9 @@ from pydantic import TypeAdapter
 from sqlalchemy import select
 
 from agents import wire
-from app import models
-from app.db import make_engine, session_factory, transaction
-from app.ingest import store_batch
+from app.ingest.batches import store_batch
+from app.store import models
+from app.store.db import make_engine, session_factory, transaction
 from tests.support import make_batch
 
 BATCH = TypeAdapter(wire.IngestBatch)

@@ -19,9 +19,9 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from app.auth import create_token
+from app.access.agent_tokens import create_token
 from app.detect import DetectConfig
-from app.replay import replay
+from app.offline.replay import replay
 from tests.agent_support import start_agent
 from tests.logreplayer import schedule, write
 from tests.support import ROOT, ServerProcess, wait_for

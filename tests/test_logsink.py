@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from app.logsink import LogSink, Throttle
+from app.kit.logsink import LogSink, Throttle
 
 
 class Stuck(logging.Handler):

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import delete, select
 
-from app import models
-from app.db import transaction
+from app.store import models
+from app.store.db import transaction
 from tests.alert_support import Store
 from tests.support import ROOT, ServerProcess, make_batch, unavailable
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from app.db import head_revision
+from app.store.db import head_revision
 from tests.support import ServerProcess, cli, count_rows, make_batch
 
 

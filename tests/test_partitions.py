@@ -1,4 +1,4 @@
-"""PostgreSQL time partitions (migration 0008, app/partitions.py): rows and ids survive the migration, rows
+"""PostgreSQL time partitions (migration 0008, app/jobs/partitions.py): rows and ids survive the migration, rows
 land in their day, nothing is lost for want of a partition, retention drops whole days, and the detector still
 reads every row once."""
 
@@ -13,9 +13,10 @@ import pytest
 from sqlalchemy import Engine, column, insert, select, table, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import models, partitions, retention
-from app.db import downgrade, make_engine, session_factory, transaction, upgrade
-from app.detector_feed import Feed
+from app.detector.feed import Feed
+from app.jobs import partitions, retention
+from app.store import models
+from app.store.db import downgrade, make_engine, session_factory, transaction, upgrade
 from tests.support import PgDatabases, cli, make_batch, running_server, wait_http
 
 pytestmark = pytest.mark.postgres

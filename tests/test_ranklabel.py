@@ -10,7 +10,7 @@ import pytest
 from agents import ranklabel
 from agents.collectors.logs import LogTailer
 from agents.collectors.procs import classify
-from app.replay import parse_files
+from app.offline.replay import parse_files
 
 
 def test_tags_from_titles_and_prefixes_keep_the_engines_order() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import insert, select
 
-from app import models, rollups
-from app.db import make_engine, session_factory, transaction
+from app.jobs import rollups
+from app.store import models
+from app.store.db import make_engine, session_factory, transaction
 
 
 def _setup(url: str) -> tuple[object, int]:

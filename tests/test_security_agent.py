@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from agents.shipper import Shipper
-from agents.spool import Spool
+from agents.spool.store import Spool
 from tests.security_support import agent_token
 from tests.support import ServerProcess, cli, free_port, scalar
 

@@ -16,7 +16,7 @@ EVIL = "<!channel> <https://evil.example/login|open the runbook> & <@U0123>"
 
 
 def test_slack_messages_escape_every_piece_of_cluster_text(tmp_path: Path) -> None:
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url = f"sqlite:///{tmp_path / 'specwatch.db'}"
     upgrade(url)

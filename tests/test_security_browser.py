@@ -25,7 +25,7 @@ LABEL = f"TP0{RLO}evil"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, int]]:
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'specwatch.db'}"
     upgrade(url)

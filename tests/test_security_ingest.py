@@ -175,7 +175,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_full_disk_is_called_a_full_disk_by_healthz_and_ingest(small_disk: Path) -> None:
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url = f"sqlite:///{small_disk / 'specwatch.db'}"
     upgrade(url)

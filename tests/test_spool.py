@@ -11,7 +11,7 @@ import pytest
 from agents import wire
 from agents.main import Agent, AgentConfig, Sources
 from agents.shipper import Shipper
-from agents.spool import QUARANTINE, Spool, SpoolBusy
+from agents.spool.store import QUARANTINE, Spool, SpoolBusy
 
 
 def _batch(spool: Spool, n_events: int = 3, payload: str = "x" * 200) -> dict[str, object]:
@@ -134,7 +134,7 @@ def test_two_agents_cannot_share_a_spool(tmp_path: Path) -> None:
 
 
 def test_the_index_of_a_long_outage_is_small_and_ordered() -> None:
-    from agents.spoolindex import Index
+    from agents.spool.index import Index
 
     idx = Index()
     for seq in range(200_000):  # ~4 days of 2 s batches

@@ -11,7 +11,7 @@ import orjson
 from agents.logsource import make_tailer
 from agents.main import Agent, AgentConfig, Sources
 from agents.shipper import Shipper
-from agents.spool import Spool
+from agents.spool.store import Spool
 from tests.test_logtail import append, line
 
 T0 = 1_767_225_600.0

@@ -8,9 +8,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import insert, inspect
 
-from app import models, retention
-from app.db import downgrade, make_engine, session_factory, transaction, upgrade
-from app.partitions import is_partition_name
+from app.jobs import retention
+from app.jobs.partitions import is_partition_name
+from app.store import models
+from app.store.db import downgrade, make_engine, session_factory, transaction, upgrade
 
 
 def test_upgrade_from_empty_creates_every_table_and_models_agree(empty_db_url: str) -> None:
@@ -20,7 +21,7 @@ def test_upgrade_from_empty_creates_every_table_and_models_agree(empty_db_url: s
         tables = set(inspect(engine).get_table_names())
         assert set(models.Base.metadata.tables) <= tables
         with engine.connect() as conn:
-            # PostgreSQL's daily partitions (app/partitions.py) are the server's to create, not the schema's
+            # PostgreSQL's daily partitions (app/jobs/partitions.py) are the server's to create, not the schema's
             skip_partitions = {
                 "include_name": lambda name, type_, _p: (
                     not (type_ == "table" and is_partition_name(name or ""))

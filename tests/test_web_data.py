@@ -12,8 +12,8 @@ import httpx
 import pytest
 from sqlalchemy import create_engine
 
-from app import incidents
-from app.db import session_factory, transaction
+from app.detector import incidents
+from app.store.db import session_factory, transaction
 from tests import launchdata as ld
 from tests.support import ServerProcess
 
@@ -252,7 +252,8 @@ def test_wide_ranges_read_minute_rollups_and_the_fresh_tail_from_raw_samples(
 ) -> None:
     from sqlalchemy import delete
 
-    from app import models, rollups
+    from app.jobs import rollups
+    from app.store import models
 
     now = time.time()
     t0 = now - 900

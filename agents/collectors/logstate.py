@@ -4,7 +4,7 @@ A file is identified by (device, inode) plus a fingerprint of its first bytes, s
 the same file even after it was renamed by rotation, and does not resume a different file that happens to
 reuse a freed inode or was truncated and rewritten while the agent was down.
 
-The agent also writes these offsets into the spooled batch that holds their lines (agents/spoolframe.py);
+The agent also writes these offsets into the spooled batch that holds their lines (agents/spool/frame.py);
 ``mark`` names that batch (agent id, seq), so a restart can tell whether the spool holds newer offsets than
 this file (a kill between the spool write and this file's replacement).
 """

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.background import Job
-from app.db import transaction
+from app.jobs.background import Job
+from app.store.db import transaction
 
 
 def attach(app: Any) -> None:

@@ -13,10 +13,10 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from app.alerts import receivers, silences
-from app.api import SessionsDep
-from app.bodies import unprocessable
-from app.db import transaction
-from app.models import AlertAttempt, AlertDelivery, AlertReceiver, Silence
+from app.api.bodies import unprocessable
+from app.api.read import SessionsDep
+from app.store.db import transaction
+from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver, Silence
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
 

@@ -6,12 +6,12 @@ import argparse
 import time
 from typing import Any
 
-from app.cli import CommandError
-from app.commands import _db_arg, _migrated, _settings
+from app.cli.commands import _db_arg, _migrated, _settings
+from app.cli.main import CommandError
 
 
 def _session(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    from app.db import make_engine, session_factory
+    from app.store.db import make_engine, session_factory
 
     settings = _settings(args)
     url = _migrated(settings)
@@ -33,7 +33,7 @@ def _ago(ts: float, now: float) -> str:
 def cmd_receiver(args: argparse.Namespace) -> int:
     from app.alerts import receivers
     from app.alerts.api import public_url
-    from app.db import transaction
+    from app.store.db import transaction
 
     settings, engine, sessions = _session(args)
     now = time.time()
@@ -102,8 +102,8 @@ def cmd_silence(args: argparse.Namespace) -> int:
     from sqlalchemy import select
 
     from app.alerts import silences
-    from app.db import transaction
-    from app.models import Silence
+    from app.store.db import transaction
+    from app.store.models import Silence
 
     _, engine, sessions = _session(args)
     now = time.time()

@@ -1,5 +1,5 @@
 """The outbox: every incident change writes one delivery row per interested receiver, in the SAME transaction
-as the change (a hook in app.incidents.CHANGE_HOOKS). Nothing is sent here; app/alerts/sender.py sends after
+as the change (a hook in app.detector.incidents.CHANGE_HOOKS). Nothing is sent here; app/alerts/sender.py sends after
 commit. So a change that rolls back announces nothing, and a committed change is never lost to a crash.
 
 A delivery stores snapshots of the incidents it announces (not a rendered body): the body is rendered from
@@ -16,10 +16,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import incidents
 from app.alerts import silences
-from app.locate import rank_location
-from app.models import (
+from app.api.locate import rank_location
+from app.detector import incidents
+from app.store.models import (
     AlertDelivery,
     AlertReceiver,
     Deployment,
@@ -142,7 +142,7 @@ def enqueue(session: Session, incident: Incident, change: IncidentChange, *, gro
 
 
 class OutboxHook:
-    """The app.incidents change hook; one instance is installed per process (see install)."""
+    """The app.detector.incidents change hook; one instance is installed per process (see install)."""
 
     def __init__(self, group_wait_s: float) -> None:
         self.group_wait_s = group_wait_s
@@ -152,7 +152,7 @@ class OutboxHook:
 
 
 def install(group_wait_s: float) -> OutboxHook:
-    """Register the outbox in app.incidents.CHANGE_HOOKS (replacing an earlier one: idempotent). Every
+    """Register the outbox in app.detector.incidents.CHANGE_HOOKS (replacing an earlier one: idempotent). Every
     process that writes incidents must call this; create_app does."""
     incidents.CHANGE_HOOKS[:] = [h for h in incidents.CHANGE_HOOKS if not isinstance(h, OutboxHook)]
     hook = OutboxHook(group_wait_s)

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.alerts.formats import FORMATS, KIND_TITLES, Message, render
 from app.alerts.sender import Claimed, Outcome, post
-from app.models import AlertAttempt, AlertDelivery, AlertReceiver
+from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver
 
 
 class ReceiverError(ValueError):

@@ -10,7 +10,7 @@ over HTTP: a receiver may have acted on a request whose answer never came back):
   commit, or a server killed while requests are in flight (those, at most ``receiver_concurrency`` per
   receiver and server, whose answer it never recorded): the row's lease then expires and it is sent again
   with the SAME ``X-Specwatch-Delivery`` id and the same body, which receivers dedupe on. A jobs process
-  stops claiming the moment its server dies (app/jobs_process.py), so no new request joins them.
+  stops claiming the moment its server dies (app/jobs/process.py), so no new request joins them.
 - Retries (connection errors, timeouts, 5xx, 408, 429) back off exponentially with full jitter; other 4xx
   and redirects fail at once (retrying cannot fix a wrong URL); a row older than ``give_up_after_s`` fails.
 - Per receiver at most ``receiver_concurrency`` requests are in flight (counted from the table, so across
@@ -38,8 +38,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts import signing
 from app.alerts.formats import Message, render
-from app.db import transaction
-from app.models import AlertAttempt, AlertDelivery, AlertReceiver
+from app.store.db import transaction
+from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver
 
 log = logging.getLogger("specwatch.alerts")
 RETRYABLE_4XX = (408, 425, 429)

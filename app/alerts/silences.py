@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.models import Silence
+from app.store.models import Silence
 
 
 class SilenceError(ValueError):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agents import wire
-from app import acceptance
+from app.acceptance import diagnosis as acceptance
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.rankstate import (

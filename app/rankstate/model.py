@@ -2,7 +2,7 @@
 
 Records come in (wire.Event, wire.GpuSample, wire.ProcessSample, wire.MetricSample) with the host that sent
 them; every time is the record's own ``ts``. Nothing here reads a clock or a database. The detector
-(app/detect) reads the result; the server persists it (app/detector_job.py).
+(app/detect) reads the result; the server persists it (app/detector/job.py).
 
 Ranks are matched across sources: log lines carry the engine's label (``TP3``), processes carry it in their
 title, GPUs are tied to a rank through the pids NVML lists on them (or the process's ``gpu_uuids``).

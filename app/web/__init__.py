@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.background import Job
-from app.db import transaction
-from app.resources import static_dir
+from app.jobs.background import Job
+from app.kit.resources import static_dir
+from app.store.db import transaction
 from app.web.live import Live
 
 
@@ -33,7 +33,7 @@ def install(app: FastAPI) -> None:
 
 def _metric_rollup_job(app: FastAPI) -> Job:
     """Keeps the engine charts' one-minute rollups current (and pruned), on the leader only."""
-    from app import metric_rollups, rollups
+    from app.jobs import metric_rollups, rollups
 
     settings = app.state.settings
     pruned_at = [0.0]

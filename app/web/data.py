@@ -12,9 +12,11 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sse_starlette import EventSourceResponse
 
-from app import auth, incidents, models
-from app.bodies import unprocessable
-from app.db import transaction
+from app.access import agent_tokens as auth
+from app.api.bodies import unprocessable
+from app.detector import incidents
+from app.store import models
+from app.store.db import transaction
 from app.web.logs import log_lines
 from app.web.series import clamp_points
 from app.web.timeline import NotFound, timeline
@@ -108,7 +110,7 @@ class ResolveBody(BaseModel):
 @router.post("/incidents/{incident_id}/resolve")
 def resolve(request: Request, incident_id: int, body: ResolveBody | None = None) -> dict[str, Any]:
     """Mark an open incident resolved by hand (the change is recorded and announced like any other)."""
-    from app.api import incident_dict
+    from app.api.read import incident_dict
 
     with transaction(request.app.state.sessions) as s:
         inc = s.get(models.Incident, incident_id)

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import models, rollups
+from app.jobs import rollups
+from app.store import models
 from app.web.series import Series, Window, bucketed
 
 # chart key -> metric names that carry it, in order of preference (engine names keep their prefix)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from app.timefmt import ago, duration
+from app.kit.timefmt import ago, duration
 
 
 def utc(ts: float | None, with_date: bool = True) -> str:

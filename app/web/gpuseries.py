@@ -1,6 +1,6 @@
 """Per-rank GPU lines (utilisation, memory held, power) for the timeline rows.
 
-Wide ranges read the one-minute rollups (app/rollups.py) instead of raw samples, so drawing six hours costs
+Wide ranges read the one-minute rollups (app/jobs/rollups.py) instead of raw samples, so drawing six hours costs
 about what drawing ten minutes does; the last minutes, not rolled up yet, come from the raw samples. Narrow
 ranges (buckets under a minute) read raw samples only.
 """
@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import models, rollups
+from app.jobs import rollups
+from app.store import models
 from app.web.series import Series, Window, bucketed
 
 

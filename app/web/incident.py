@@ -7,15 +7,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import models
+from app.api.locate import rank_location
 from app.detect import stacks as stack_groups
-from app.locate import rank_location
+from app.store import models
 
 STACK_LOOKBACK_S = 600.0
 
 
 def incident_detail(session: Session, incident_id: int, now: float) -> dict[str, Any] | None:
-    from app.api import incident_dict
+    from app.api.read import incident_dict
 
     inc = session.get(models.Incident, incident_id)
     if inc is None:

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import models
+from app.store import models
 
 log = logging.getLogger("specwatch.web.live")
 

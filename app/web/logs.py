@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from app import models
+from app.store import models
 
 SEVERITIES = ("debug", "info", "warning", "error", "critical")
 

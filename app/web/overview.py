@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import models
-from app.locate import gpu_ranks, rank_location
+from app.api.locate import gpu_ranks, rank_location
+from app.store import models
 
 # a host is "late" after this many missed reporting intervals, and "silent" after LATE * 4
 LATE_INTERVALS = 5.0
@@ -133,7 +133,7 @@ def hosts_now(session: Session) -> list[HostNow]:
 
 
 def open_incidents(session: Session, limit: int = 50) -> list[dict[str, Any]]:
-    from app.api import incident_dict
+    from app.api.read import incident_dict
 
     I, L, D = models.Incident, models.Launch, models.Deployment  # noqa: E741
     rows = session.execute(

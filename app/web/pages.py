@@ -10,9 +10,10 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from sqlalchemy import func, select
 
-from app import __version__, models
-from app.bodies import unprocessable
-from app.resources import templates_dir
+from app import __version__
+from app.api.bodies import unprocessable
+from app.kit.resources import templates_dir
+from app.store import models
 from app.web import overview
 from app.web.format import FILTERS, without_bidi_controls
 from app.web.incident import incident_detail, stacks_sentence
@@ -98,7 +99,7 @@ def launch_page(
 
 @router.get("/incidents", response_class=Html)
 def incidents_page(request: Request) -> HTMLResponse:
-    from app.api import incident_dict
+    from app.api.read import incident_dict
 
     I = models.Incident  # noqa: E741
     with request.app.state.sessions() as s:

@@ -14,9 +14,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from agents import ranklabel
-from app import models
 from app.rankstate.model import PHASES
 from app.rankstate.reduce import PHASE_OF_EVENT
+from app.store import models
 
 # Log milestone -> the phase the rank is in after it (the reducer's rule, so the timeline drawn from milestones
 # reads like the detector's). Used only when the detector has written no phase history.

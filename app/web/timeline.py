@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import models, rollups
+from app.jobs import rollups
+from app.store import models
 from app.web.engine import engine_series
 from app.web.gpuseries import gpu_series
 from app.web.ranks import attach_phases, attach_progress, load_ranks
@@ -143,7 +144,7 @@ def _markers(session: Session, launch_id: int, start: float, end: float) -> list
 
 
 def _incidents(session: Session, launch_id: int, start: float, end: float) -> list[dict[str, Any]]:
-    from app.api import incident_dict
+    from app.api.read import incident_dict
 
     I = models.Incident  # noqa: E741
     rows = session.execute(

@@ -3,12 +3,12 @@
 Pruning a day of samples then is a partition drop instead of a DELETE of millions of rows (and the vacuum
 after it). One partition per UTC day, ``<table>_pYYYYMMDD``, plus ``<table>_default`` so that a row is never
 refused for want of a partition; the server creates days ahead and splits stragglers out of the default
-(app/partitions.py). Rows and ids are kept: the detector reads these tables by id cursor, so the same sequence
+(app/jobs/partitions.py). Rows and ids are kept: the detector reads these tables by id cursor, so the same sequence
 goes on feeding the new table. A partitioned table's primary key must contain the partition key, hence
 ``(id, ts)``; nothing references these rows by foreign key and ingest inserts without ON CONFLICT, and the
 sequence alone keeps ids unique. SQLite is left as it is.
 
-This file is deliberately self-contained (no app.partitions import): a migration must do tomorrow what it did
+This file is deliberately self-contained (no app.jobs.partitions import): a migration must do tomorrow what it did
 today, whatever the server code becomes.
 
 Revision ID: 0008

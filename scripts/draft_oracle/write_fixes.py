@@ -22,7 +22,7 @@ VLLM = "0.33.0"
 def check(draft: Path, engine: str, version: str, target: Path, extra: list[str]) -> dict:
     """``specwatch check-draft ... --json`` in this process (the same command function, without a
     process start per call)."""
-    from app.check_draft import cmd_check_draft
+    from app.cli.check_draft import cmd_check_draft
 
     args = argparse.Namespace(
         draft=str(draft),

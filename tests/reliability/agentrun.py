@@ -47,7 +47,7 @@ def read_lines(proc: subprocess.Popen[str], into: list[str]) -> threading.Thread
 
 
 def setup(tmp_path: Path) -> tuple[str, ServerProcess, str]:
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url = f"sqlite:///{tmp_path / 'specwatch.db'}"  # a fault of the agent host: one backend is enough
     upgrade(url)

@@ -73,7 +73,7 @@ def test_soak_agent_killed_many_times(tmp_path: Path) -> None:
 
 
 def kill_agent_while_logging(tmp_path: Path, lines: int, seed: int) -> None:
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url = f"sqlite:///{tmp_path / 'specwatch.db'}"  # a fault of the agent host: one backend is enough
     upgrade(url)

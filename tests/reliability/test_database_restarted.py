@@ -68,7 +68,7 @@ def wait_status(url: str, want: int, timeout: float = 30) -> None:
 
 
 def outage_under_load(outage: Outage, tmp_path: Path, batches: int, outage_s: float, cycles: int) -> None:
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url, down, up = outage
     upgrade(url)
@@ -150,7 +150,7 @@ def test_database_outage_while_nobody_reads_the_servers_stderr(outage: Outage) -
     """The soak's stall: its harness never read the server's output, the 64 KiB pipe filled with outage
     warnings, and the warning written on the event loop blocked every request. Logging must not stop the
     server, and what it logs must come out once stderr is read again."""
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url, down, up = outage
     upgrade(url)

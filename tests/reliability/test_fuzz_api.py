@@ -1,6 +1,6 @@
 """Every API endpoint fuzzed from the OpenAPI schema with schemathesis against a real server process: no 5xx,
 whatever the input, and the answers match the description (documented statuses, content types, body schemas,
-``detail`` shapes; app/openapi.py). The number of cases run is printed (pytest -s) and asserted non-trivial;
+``detail`` shapes; app/api/openapi.py). The number of cases run is printed (pytest -s) and asserted non-trivial;
 about 30 s per backend."""
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def delivery_ids(receiver: Receiver, mode: str | None = None) -> Counter[str]:
 def test_broken_receivers_are_retried_and_do_not_hold_back_a_healthy_one(
     tmp_path: Path, receivers: dict[str, Receiver]
 ) -> None:
-    from app.db import upgrade
+    from app.store.db import upgrade
 
     url = f"sqlite:///{tmp_path / 'specwatch.db'}"  # one backend: retries and concurrency live in the sender
     upgrade(url)

@@ -1,0 +1,229 @@
+"""The JSON API: agent ingest and the read API the dashboard shares with users."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from pydantic import TypeAdapter
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from agents import wire
+from app.api.bodies import JsonBodyRoute, unprocessable
+from app.api.locate import rank_location
+from app.ingest.batches import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
+from app.store import models
+
+
+async def authenticate_agent(request: Request) -> None:
+    """401 before a byte of the body is read, decompressed or validated (anonymous clients get no schema
+    errors, and cost the server next to nothing)."""
+    token = _bearer(request.headers.get("authorization"))
+    if not await request.app.state.agent_gate.allows(token, time.time()):
+        raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+
+
+class IngestRoute(JsonBodyRoute):
+    before_body = staticmethod(authenticate_agent)
+
+
+ingest_router = APIRouter(route_class=IngestRoute)
+_ACK = TypeAdapter(wire.IngestAck)
+read_router = APIRouter(prefix="/api/v1")
+
+
+def sessions(request: Request) -> sessionmaker[Session]:
+    factory: sessionmaker[Session] = request.app.state.sessions
+    return factory
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+    return authorization[7:].strip()
+
+
+@ingest_router.post(
+    "/api/v1/ingest",
+    response_model=wire.IngestAck,
+    responses={
+        401: {"description": "missing or unknown token"},
+        403: {"description": "token belongs to another host"},
+        413: {"description": "body too large"},
+        422: {"description": "invalid batch"},
+        503: {"description": "database unavailable; retry"},
+    },
+)
+async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
+    """Store one batch from one agent, all or nothing, authorised by the host's token
+    (``Authorization: Bearer …``). Re-sending an acknowledged batch is harmless. The answer comes once the
+    batch is committed (group commit: app/ingest/queue.py)."""
+    token = _bearer(request.headers.get("authorization"))
+    app_state = request.app.state
+    now = time.time()
+    t0 = time.perf_counter()
+    try:
+        settings = app_state.settings
+        offset = clock_offset(
+            request.headers.get(SENT_AT_HEADER),
+            now,
+            settings.clock_correct_above_s,
+            settings.max_clock_skew_s,
+        )
+        shift_times(batch, offset)
+        check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
+    except BatchRejected as exc:
+        raise unprocessable(exc.loc, str(exc)) from exc
+    stored = await app_state.ingest_writer.store(token, batch, now)
+    for hook in getattr(app_state, "after_ingest", []):
+        hook(batch, stored.result, now)
+    app_state.ingest_stats.observe(batch, stored.result, time.perf_counter() - t0)
+    ack = wire.IngestAck(
+        seq=batch.seq,
+        duplicate=stored.result.duplicate,
+        stored=stored.result.stored,
+        server_time=now,
+        clock_offset_s=round(offset, 3),
+        stack_requests=stored.stack_requests,
+    )
+    return Response(_ACK.dump_json(ack), media_type="application/json")
+
+
+@read_router.get("/hosts")
+def list_hosts(request: Request) -> list[dict[str, Any]]:
+    """Every host that has reported, with its GPUs and when it was last heard from."""
+    with sessions(request)() as s:
+        hosts = s.execute(select(models.Host).order_by(models.Host.name)).scalars().all()
+        gpus = s.execute(select(models.Gpu).order_by(models.Gpu.host_id, models.Gpu.index)).scalars().all()
+        by_host: dict[int, list[dict[str, Any]]] = {}
+        for g in gpus:
+            by_host.setdefault(g.host_id, []).append(
+                {"index": g.index, "uuid": g.uuid, "name": g.name, "mem_total_bytes": g.mem_total_bytes}
+            )
+        return [
+            {
+                "id": h.id,
+                "name": h.name,
+                "first_seen": h.first_seen,
+                "last_seen": h.last_seen,
+                "agent_version": h.agent_version,
+                "interval_s": h.interval_s,
+                "spool_dropped_batches": h.spool_dropped_batches,
+                "spool_dropped_samples": h.spool_dropped_samples,
+                "gpus": by_host.get(h.id, []),
+            }
+            for h in hosts
+        ]
+
+
+def _launch_dict(launch: models.Launch, deployment: str) -> dict[str, Any]:
+    return {
+        "id": launch.id,
+        "deployment": deployment,
+        "started_at": launch.started_at,
+        "ended_at": launch.ended_at,
+        "last_seen": launch.last_seen,
+        "engine": launch.engine,
+        "status": launch.status,
+    }
+
+
+@read_router.get("/launches")
+def list_launches(
+    request: Request,
+    deployment: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[dict[str, Any]]:
+    """Launches, newest first."""
+    L, D = models.Launch, models.Deployment
+    with sessions(request)() as s:
+        stmt = select(L, D.name).join(D, D.id == L.deployment_id).order_by(L.started_at.desc()).limit(limit)
+        if deployment:
+            stmt = stmt.where(D.name == deployment)
+        return [_launch_dict(launch, name) for launch, name in s.execute(stmt).all()]
+
+
+@read_router.get("/launches/{launch_id}")
+def get_launch(request: Request, launch_id: int) -> dict[str, Any]:
+    """One launch with its ranks and their current phase."""
+    L, D, R = models.Launch, models.Deployment, models.Rank
+    with sessions(request)() as s:
+        row = s.execute(select(L, D.name).join(D, D.id == L.deployment_id).where(L.id == launch_id)).first()
+        if row is None:
+            raise HTTPException(404, f"no launch with id {launch_id}")
+        launch, name = row
+        ranks = s.execute(
+            select(R, models.Host.name)
+            .outerjoin(models.Host, models.Host.id == R.host_id)
+            .where(R.launch_id == launch_id)
+            .order_by(R.id)
+        ).all()
+        n_procs = s.execute(select(func.count()).where(models.Process.launch_id == launch_id)).scalar_one()
+        out = _launch_dict(launch, name)
+        out["processes"] = n_procs
+        out["ranks"] = [
+            {
+                "label": r.label,
+                "host": host,
+                "pid": r.pid,
+                "gpu_uuids": r.gpu_uuids,
+                "phase": r.phase,
+                "phase_since": r.phase_since,
+                "last_progress_at": r.last_progress_at,
+                "last_log": r.last_log,
+                "state": r.state,
+            }
+            for r, host in ranks
+        ]
+        return out
+
+
+def incident_dict(inc: models.Incident) -> dict[str, Any]:
+    return {
+        "id": inc.id,
+        "launch_id": inc.launch_id,
+        "kind": inc.kind,
+        "status": inc.status,
+        "confidence": inc.confidence,
+        "severity": inc.severity,
+        "culprit": inc.culprit,
+        "culprit_at_open": inc.culprit_at_open,
+        "confirmed_by": inc.confirmed_by,
+        "ranks": inc.ranks,
+        "summary": inc.summary,
+        "evidence": inc.evidence,
+        "opened_at": inc.opened_at,
+        "resolved_at": inc.resolved_at,
+        "updated_at": inc.updated_at,
+    }
+
+
+@read_router.get("/incidents")
+def list_incidents(
+    request: Request,
+    status: Literal["open", "resolved"] | None = None,
+    launch_id: int | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> list[dict[str, Any]]:
+    """Incidents, newest first; ``status`` filters open or resolved ones."""
+    inc = models.Incident
+    with sessions(request)() as s:
+        stmt = select(inc).order_by(inc.opened_at.desc()).limit(limit)
+        if status:
+            stmt = stmt.where(inc.status == status)
+        if launch_id is not None:
+            stmt = stmt.where(inc.launch_id == launch_id)
+        # where the culprit is (host, GPUs, pid): what `specwatch incidents` and a script need to act on it
+        return [
+            {**incident_dict(i), "culprit_location": rank_location(s, i.launch_id, i.culprit)}
+            for i in s.execute(stmt).scalars().all()
+        ]
+
+
+def get_sessions(request: Request) -> sessionmaker[Session]:
+    return sessions(request)
+
+
+SessionsDep = Annotated[sessionmaker[Session], Depends(get_sessions)]

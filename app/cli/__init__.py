@@ -1,0 +1,1 @@
+"""The ``specwatch`` command (main) and its subcommands; each module has register(subparsers)."""

@@ -1,0 +1,95 @@
+"""The ``specwatch`` command. Subcommands import their heavy dependencies lazily, so ``specwatch agent`` on a
+GPU host never loads the server."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from app import __version__
+from app.kit.logsink import LOG_FORMAT
+
+# Modules that add subcommands: each has register(subparsers) which sets ``func`` on its parser.
+COMMAND_MODULES: tuple[str, ...] = (
+    "app.cli.commands",
+    "app.cli.backup",
+    "app.alerts.commands",
+    "app.cli.scenarios",
+    "app.cli.check_draft",
+    "agents.logparse.command",
+    "agents.cli",
+    "app.offline.evaluate",
+    "app.offline.replay",
+    "app.cli.oncall",
+)
+# Commands run where the server is not: their module alone is loaded (``specwatch agent`` on a GPU host must
+# not pay tens of MB and a second of start-up for the server's imports that other command modules pull in).
+STANDALONE: dict[str, str] = {
+    "agent": "agents.cli",
+    "status": "app.cli.oncall",
+    "incidents": "app.cli.oncall",
+}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specwatch",
+        description="Watch speculative-decoding inference launches: per-rank progress, hangs, acceptance.",
+    )
+    parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    only = STANDALONE.get(words[0]) if words else None
+    for name in (only,) if only else COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv, launch = split_launch(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if launch is not None:
+        args.launch = launch
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format=LOG_FORMAT,
+    )
+    for noisy in ("alembic", "httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except CommandError as exc:
+        print(f"specwatch: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def split_launch(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``specwatch agent ... --launch -- CMD ARGS``: everything after ``--launch`` is the engine's command line,
+    kept from argparse (which would read the engine's own ``--flags`` as the agent's)."""
+    if "--launch" not in argv:
+        return argv, None
+    i = argv.index("--launch")
+    command = argv[i + 1 :]
+    return argv[:i], command[1:] if command[:1] == ["--"] else command
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one sentence, exit code 2 unless given."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Writing incidents and their status changes. Every change is a row, written in the caller's transaction
+together with whatever it triggers (alert deliveries: the outbox), so nothing is announced that was not
+stored and nothing stored goes unannounced.
+
+The detector decides *what* changed (pure); this module records it. Hooks in ``CHANGE_HOOKS`` run inside the
+same transaction for every change (the alert outbox registers itself there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.store.models import Incident, IncidentChange
+
+ChangeHook = Callable[[Session, Incident, IncidentChange], None]
+CHANGE_HOOKS: list[ChangeHook] = []
+
+
+def _record(session: Session, incident: Incident, change: str, now: float) -> IncidentChange:
+    row = IncidentChange(
+        incident_id=incident.id,
+        ts=now,
+        change=change,
+        summary=incident.summary,
+        evidence=list(incident.evidence),
+    )
+    session.add(row)
+    session.flush()
+    for hook in CHANGE_HOOKS:
+        hook(session, incident, row)
+    return row
+
+
+def open_incident(
+    session: Session,
+    *,
+    key: str,
+    kind: str,
+    summary: str,
+    now: float,
+    launch_id: int | None = None,
+    host_id: int | None = None,
+    culprit: str | None = None,
+    ranks: list[str] | None = None,
+    evidence: list[dict[str, Any]] | None = None,
+    confidence: str = "suspected",
+    severity: str = "critical",
+    opened_at: float | None = None,
+    confirmed_by: list[str] | None = None,
+) -> Incident:
+    incident = Incident(
+        key=key,
+        kind=kind,
+        status="open",
+        confidence=confidence,
+        severity=severity,
+        summary=summary,
+        launch_id=launch_id,
+        host_id=host_id,
+        culprit=culprit,
+        culprit_at_open=culprit,
+        confirmed_by=confirmed_by or [],
+        ranks=ranks or [],
+        evidence=evidence or [],
+        opened_at=now if opened_at is None else opened_at,
+        updated_at=now,
+    )
+    session.add(incident)
+    session.flush()
+    _record(session, incident, "opened", now)
+    return incident
+
+
+def upgrade_incident(
+    session: Session,
+    incident: Incident,
+    *,
+    now: float,
+    summary: str,
+    evidence: list[dict[str, Any]],
+    culprit: str | None = None,
+) -> IncidentChange:
+    """Suspected -> confirmed (e.g. the NCCL watchdog fired on a rank we already suspected)."""
+    incident.confidence = "confirmed"
+    incident.summary = summary
+    incident.evidence = evidence
+    if culprit is not None:
+        incident.culprit = culprit
+    incident.updated_at = now
+    return _record(session, incident, "upgraded", now)
+
+
+def resolve_incident(
+    session: Session, incident: Incident, *, now: float, summary: str | None = None
+) -> IncidentChange:
+    incident.status = "resolved"
+    incident.resolved_at = now
+    incident.updated_at = now
+    if summary:
+        incident.summary = summary
+    return _record(session, incident, "resolved", now)
+
+
+def remind(session: Session, incident: Incident, *, now: float) -> IncidentChange:
+    """A repeat reminder while an incident stays open (the alert sender decides the interval)."""
+    incident.updated_at = now
+    return _record(session, incident, "reminder", now)

@@ -1,0 +1,428 @@
+"""The detector as a server job: read new rows from the database, fold them into rank state, run detection,
+and write ranks, rank_phases, launches.status, incidents and stack requests back, all in ONE transaction per
+tick. Runs only on the server holding the leader lease; whoever gains the lease rebuilds the state from the
+database (ranks rows, phase rows, open incidents, the read cursors) and continues where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from agents import wire
+from app.detect import HANG_KINDS, Decision, DetectConfig, Detector, Finding
+from app.detect.ledger import Change, IncidentRecord, Ledger
+from app.detector import incidents, stack_requests
+from app.detector.feed import Feed
+from app.rankstate import (
+    Fleet,
+    PhaseSpan,
+    RankState,
+    apply_event,
+    apply_gpu,
+    apply_metric,
+    apply_process,
+    launch_from_json,
+    launch_status,
+    launch_to_json,
+)
+from app.store import models
+from app.store.db import insert_ignore, read_transaction, transaction
+
+log = logging.getLogger("specwatch.detector")
+# A rank whose only change is its GPU reading is written at most this often (8,192 ranks x 1 Hz otherwise).
+SIGNATURE_PERSIST_S = 10.0
+EVIDENCE_REFRESH_S = 10.0
+# On its first start the detector reads this much recent history: a launch that began before the server (or
+# whose first batches beat the first tick) is seen from its start, yet months of old rows are not replayed.
+FIRST_START_LOOKBACK_S = 900.0
+
+
+@dataclass
+class _RankRow:
+    id: int
+    phase_ids: list[int] = field(default_factory=list)
+    last_open: bool = False  # whether the last phase row was written without an end
+    last_phase: str | None = None  # the phase the last row was written with
+    marker: tuple[Any, ...] = ()
+    persisted_at: float = 0.0
+
+
+class DetectorService:
+    def __init__(self, sessions: sessionmaker[Session], cfg: DetectConfig, rescan_s: float = 0.0) -> None:
+        self.sessions = sessions
+        self.cfg = cfg
+        self.rescan_s = rescan_s
+        self.ticks = 0
+        self.last_decisions: list[Decision] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything in memory: the next tick rebuilds from the database."""
+        self.fleet = Fleet()
+        self.detector = Detector(self.cfg)
+        self.feed = Feed(rescan_s=self.rescan_s)
+        self.loaded = False
+        self.rows: dict[tuple[str, str], _RankRow] = {}
+        self.incident_ids: dict[str, int] = {}
+        self.ledger = Ledger()
+        self.evidence_at: dict[str, float] = {}
+        self.statuses: dict[str, str] = {}
+        self.asked: dict[tuple[str, int], float] = {}  # (host, pid) -> when a suspicion asked for its stack
+
+    # --- the tick ----------------------------------------------------------------------------------------
+    def tick(self, now: float) -> list[Decision]:
+        # reading what arrived takes most of a tick: do it outside the write transaction, so that on SQLite
+        # ingest is not held up behind it
+        with read_transaction(self.sessions) as s:
+            if not self.loaded:
+                self._load(s, now)
+            records = self.feed.read(s)
+        # applying is in memory only: done before the write transaction, which on SQLite holds the database's
+        # one write lock and so holds up ingest for as long as it lasts
+        for rec in records:
+            launch = rec.launch or ""
+            if rec.source == "event":
+                apply_event(self.fleet, launch, rec.host, rec.item)
+            elif rec.source == "process" and rec.launch:
+                apply_process(self.fleet, launch, rec.host, rec.item)
+            elif rec.source == "gpu":
+                apply_gpu(self.fleet, rec.host, rec.item)
+            elif rec.source == "metric" and rec.launch:
+                apply_metric(self.fleet, launch, rec.host, rec.item)
+        self.fleet.launches.pop("", None)  # engine records that arrived before any launch existed
+        with transaction(self.sessions) as s:
+            self._hosts(s)
+            self._ended_launches(s, now)
+            # while an old backlog is still being read, the state lags reality: do not judge it yet
+            decisions = self.detector.step(self.fleet, now) if self.feed.caught_up else []
+            self._persist_ranks(s, now)
+            self._persist_launches(s)
+            for d in decisions:
+                self._apply(s, d)
+            self._ask_suspected_stacks(s, now)
+            self._refresh_evidence(s, now)
+            self._save_state(s, now)
+        self.ticks += 1
+        self.last_decisions = decisions
+        for d in decisions:
+            if d.action != "update":
+                log.info("%s %s: %s", d.action, d.key, (d.finding.summary if d.finding else d.summary) or "")
+        return decisions
+
+    def _hosts(self, s: Session) -> None:
+        """Agent heartbeats by the server's clock (when batches arrived), not the agents' own timestamps."""
+        H = models.Host
+        for name, last_seen, interval_s in s.execute(select(H.name, H.last_seen, H.interval_s)):
+            h = self.fleet.host(name, last_seen, interval_s)
+            h.last_seen = last_seen
+
+    # --- rebuild -----------------------------------------------------------------------------------------
+    def _load(self, s: Session, now: float) -> None:
+        saved = {r.name: r.value for r in s.execute(select(models.DetectorState)).scalars()}
+        for h, ts, message, fields in saved.get("xids", {}).get("events", []):
+            self.fleet.xids.append((h, wire.Event(ts=ts, kind="gpu_xid", message=message, fields=fields)))
+        if "cursors" in saved:
+            self.feed.restore(saved["cursors"])
+        else:
+            self.feed.start_recent(s, now - FIRST_START_LOOKBACK_S)
+        L, R, P = models.Launch, models.Rank, models.RankPhase
+        hosts = dict(s.execute(select(models.Host.id, models.Host.name)).all())
+        open_launches = s.execute(select(L).where(L.ended_at.is_(None))).scalars().all()
+        for launch in open_launches:
+            st = self.fleet.launch(str(launch.id))
+            launch_from_json(st, (launch.info or {}).get("detector", {}))
+            self.statuses[st.key] = launch.status
+        keys = {launch.id for launch in open_launches}
+        rank_rows = s.execute(select(R).where(R.launch_id.in_(keys))).scalars().all() if keys else []
+        by_rank: dict[int, list[models.RankPhase]] = {}
+        if rank_rows:
+            for p in s.execute(
+                select(P)
+                .where(P.rank_id.in_([r.id for r in rank_rows]))
+                .order_by(P.rank_id, P.started_at, P.id)
+            ).scalars():
+                by_rank.setdefault(p.rank_id, []).append(p)
+        for row in rank_rows:
+            data = dict(row.state or {})
+            data.update(label=row.label, host=hosts.get(row.host_id or -1, data.get("host", "?")))
+            data.setdefault("first_seen", row.phase_since)
+            r = RankState.from_json(data)
+            phases = by_rank.get(row.id, [])
+            r.phases = [PhaseSpan(p.phase, p.started_at, p.ended_at) for p in phases]
+            st = self.fleet.launch(str(row.launch_id))
+            st.ranks[r.label] = r
+            self.fleet.index_rank(st.key, r)
+            self.rows[(st.key, r.label)] = _RankRow(
+                row.id,
+                [p.id for p in phases],
+                bool(phases) and phases[-1].ended_at is None,
+                phases[-1].phase if phases else None,
+                _marker(r),
+                now,
+            )
+        for inc in s.execute(select(models.Incident).where(models.Incident.status == "open")).scalars():
+            self.incident_ids[inc.key] = inc.id
+            self.ledger.adopt(_record_of(inc))
+            # the rebuilt state needs up to one expected interval before it can show the problem again
+            self.detector.adopt(
+                inc.key, inc.kind, inc.confidence, inc.culprit, now, grace_s=self.cfg.starting_s
+            )
+        self.loaded = True
+        log.info(
+            "detector state rebuilt: %d launches, %d ranks, %d open incidents",
+            len(open_launches),
+            len(rank_rows),
+            len(self.incident_ids),
+        )
+
+    # --- writes ------------------------------------------------------------------------------------------
+    def _persist_ranks(self, s: Session, now: float) -> None:
+        host_ids = {name: hid for hid, name in self.feed.hosts.items()}
+        updates: list[dict[str, Any]] = []
+        for st in self.fleet.launches.values():
+            if not st.key.isdigit() or not st.dirty:
+                continue
+            for label in sorted(st.dirty):
+                r = st.ranks.get(label)
+                if r is None:
+                    continue
+                row = self.rows.get((st.key, label))
+                marker = _marker(r)
+                if row is not None and row.marker == marker and now - row.persisted_at < SIGNATURE_PERSIST_S:
+                    continue  # only the GPU reading moved: written on the next slow round
+                values = {
+                    "host_id": host_ids.get(r.host),
+                    "pid": r.pid,
+                    "gpu_uuids": list(r.gpu_uuids),
+                    "phase": r.phase,
+                    "phase_since": r.phase_since,
+                    "last_progress_at": r.last_progress_at,
+                    "last_seen": r.last_seen,
+                    "last_log": r.last_log,
+                    "state": r.to_json(),
+                }
+                if row is None:
+                    insert_ignore(
+                        s,
+                        models.Rank.__table__,
+                        [{"launch_id": int(st.key), "label": label, **values}],
+                        ["launch_id", "label"],
+                    )
+                    rid = s.execute(
+                        select(models.Rank.id).where(
+                            models.Rank.launch_id == int(st.key), models.Rank.label == label
+                        )
+                    ).scalar_one()
+                    row = self.rows[(st.key, label)] = _RankRow(rid)
+                else:
+                    updates.append({"id": row.id, **values})
+                self._persist_phases(s, row, r)
+                row.marker, row.persisted_at = marker, now
+            st.dirty.clear()
+        if updates:
+            s.execute(update(models.Rank), updates)
+
+    def _persist_phases(self, s: Session, row: _RankRow, r: RankState) -> None:
+        n = len(row.phase_ids)
+        last = r.phases[n - 1] if n and n <= len(r.phases) else None
+        # the open band ends, or is relabelled: a rank whose start-up was never seen ('starting') turns out
+        # to have been serving all along (app/rankstate/infer.py)
+        if last and row.last_open and (last.ended_at is not None or last.phase != row.last_phase):
+            s.execute(
+                update(models.RankPhase)
+                .where(models.RankPhase.id == row.phase_ids[-1])
+                .values(ended_at=last.ended_at, phase=last.phase)
+            )
+        new = r.phases[n:]
+        if new:
+            ids = (
+                s.execute(
+                    insert(models.RankPhase).returning(models.RankPhase.id),
+                    [
+                        {
+                            "rank_id": row.id,
+                            "phase": p.phase,
+                            "started_at": p.started_at,
+                            "ended_at": p.ended_at,
+                        }
+                        for p in new
+                    ],
+                )
+                .scalars()
+                .all()
+            )
+            row.phase_ids += list(ids)
+        row.last_open = bool(r.phases) and r.phases[-1].ended_at is None
+        row.last_phase = r.phases[-1].phase if r.phases else None
+
+    def _persist_launches(self, s: Session) -> None:
+        for st in self.fleet.launches.values():
+            if not st.key.isdigit():
+                continue
+            launch = s.get(models.Launch, int(st.key))
+            if launch is None:
+                continue
+            status = launch_status(st)
+            info = dict(launch.info or {})
+            info["detector"] = launch_to_json(st)
+            if status != launch.status and not (launch.ended_at and launch.status in ("exited", "crashed")):
+                launch.status = status
+            if info != launch.info:
+                launch.info = info
+            self.statuses[st.key] = status
+
+    def _ended_launches(self, s: Session, now: float) -> None:
+        """A launch replaced by a restart: its incidents end with it, and it leaves memory."""
+        keys = [int(k) for k in self.fleet.launches if k.isdigit()]
+        if not keys:
+            return
+        L = models.Launch
+        ended = s.execute(select(L.id).where(L.id.in_(keys), L.ended_at.is_not(None))).scalars().all()
+        for lid in ended:
+            key = str(lid)
+            for inc_key in self.detector.forget(key):
+                rec = self.ledger.open.get(inc_key)
+                if rec is not None:
+                    self._persist(s, self.ledger.resolve(inc_key, now, rec.summary + " (launch ended)"))
+            st = self.fleet.launches.pop(key)
+            for r in st.ranks.values():
+                self.rows.pop((key, r.label), None)
+                if r.pid is not None:
+                    self.fleet.by_pid.pop((r.host, r.pid), None)
+                for u in r.gpu_uuids:
+                    self.fleet.by_gpu.pop((r.host, u), None)
+
+    def _apply(self, s: Session, d: Decision) -> None:
+        change = self.ledger.apply(d)
+        if change is not None:
+            self._persist(s, change)
+            if change.change in ("opened", "updated") and d.finding is not None:
+                self._ask_stacks(s, d.finding, self.incident_ids[change.record.key], d.at)
+
+    def _persist(self, s: Session, change: Change | None) -> None:
+        """Write what the ledger decided: the row mirrors the ledger's record."""
+        if change is None:
+            return
+        rec = change.record
+        if change.change == "opened":
+            host_ids = {name: hid for hid, name in self.feed.hosts.items()}
+            inc = incidents.open_incident(
+                s,
+                key=rec.key,
+                kind=rec.kind,
+                summary=rec.summary,
+                now=change.at,
+                launch_id=int(rec.launch) if rec.launch and rec.launch.isdigit() else None,
+                host_id=host_ids.get(rec.host) if rec.host else None,
+                culprit=rec.culprit,
+                ranks=rec.ranks,
+                evidence=rec.evidence,
+                confidence=rec.confidence,
+                severity=rec.severity,
+                confirmed_by=rec.confirmed_by,
+            )
+            self.incident_ids[rec.key] = inc.id
+            self.evidence_at[rec.key] = change.at
+            return
+        inc_id = self.incident_ids.get(rec.key)
+        row = s.get(models.Incident, inc_id) if inc_id else None
+        if row is None or row.status != "open":
+            return
+        row.ranks, row.confirmed_by = rec.ranks, rec.confirmed_by
+        if change.change == "upgraded":
+            incidents.upgrade_incident(
+                s, row, now=change.at, summary=rec.summary, evidence=rec.evidence, culprit=rec.culprit
+            )
+        elif change.change == "updated":
+            row.culprit, row.summary, row.evidence, row.updated_at = (
+                rec.culprit,
+                rec.summary,
+                rec.evidence,
+                change.at,
+            )
+        elif change.change == "resolved":
+            incidents.resolve_incident(s, row, now=change.at, summary=rec.summary)
+            self.incident_ids.pop(rec.key, None)
+            self.evidence_at.pop(rec.key, None)
+
+    def _refresh_evidence(self, s: Session, now: float) -> None:
+        """Keep an open incident's evidence current (quiet time, stacks that arrived) without a status change."""
+        for key, t in self.detector.tracked.items():
+            if (
+                not t.open
+                or not t.finding.summary
+                or now - self.evidence_at.get(key, 0.0) < EVIDENCE_REFRESH_S
+            ):
+                continue
+            row = s.get(models.Incident, self.incident_ids[key]) if key in self.incident_ids else None
+            if row is None or row.status != "open" or t.last_seen < now:
+                continue
+            rec = self.ledger.refresh(key, t.finding)
+            if rec is not None:
+                row.evidence, row.summary, row.updated_at = rec.evidence, rec.summary, now
+            self.evidence_at[key] = now
+
+    def _ask_stacks(self, s: Session, f: Finding, incident_id: int, now: float) -> None:
+        if f.kind not in HANG_KINDS and f.kind != "rank_divergence":
+            return
+        host_ids = {name: hid for hid, name in self.feed.hosts.items()}
+        for host, pid in f.stack_requests:
+            if host in host_ids:
+                stack_requests.request(s, host_ids[host], pid, now, incident_id)
+
+    def _ask_suspected_stacks(self, s: Session, now: float) -> None:
+        """Stacks of every rank of a launch that went quiet, before any incident: they decide it sooner."""
+        wishes = self.detector.stack_wishes()
+        if not wishes:
+            return
+        host_ids = {name: hid for hid, name in self.feed.hosts.items()}
+        for host, pid in wishes:
+            if host in host_ids and now - self.asked.get((host, pid), -1e18) >= self.cfg.stack_repeat_s:
+                self.asked[(host, pid)] = now
+                stack_requests.request(s, host_ids[host], pid, now, None, repeat_s=self.cfg.stack_repeat_s)
+
+    def _save_state(self, s: Session, now: float) -> None:
+
+        xids = [[h, e.ts, e.message, e.fields] for h, e in self.fleet.xids]
+        for name, value in (("cursors", self.feed.positions()), ("xids", {"events": xids})):
+            D = models.DetectorState
+            insert_ignore(s, D.__table__, [{"name": name, "value": value, "updated_at": now}], ["name"])
+            s.execute(update(D).where(D.name == name).values(value=value, updated_at=now))
+
+
+def _marker(r: RankState) -> tuple[Any, ...]:
+    """What makes a rank row worth writing at once (everything but the GPU reading)."""
+    return (
+        r.phase,
+        r.last_progress_at,
+        r.last_log_at,
+        len(r.signals),
+        r.pid,
+        r.milestones,
+        r.exited_at,
+        r.proc_state,
+        len(r.gpu_uuids),
+    )
+
+
+def _record_of(inc: models.Incident) -> IncidentRecord:
+    """A stored open incident as the ledger's record (the culprit it opened with, if stored)."""
+    return IncidentRecord(
+        key=inc.key,
+        kind=inc.kind,
+        opened_at=inc.opened_at,
+        culprit_at_open=inc.culprit_at_open,
+        culprit=inc.culprit,
+        ranks=list(inc.ranks or []),
+        summary=inc.summary,
+        evidence=list(inc.evidence or []),
+        confidence=inc.confidence,
+        confirmed_by=list(inc.confirmed_by or []),
+        launch=str(inc.launch_id) if inc.launch_id is not None else None,
+        severity=inc.severity,
+    )

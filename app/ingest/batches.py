@@ -1,0 +1,232 @@
+"""Store agent batches: one transaction per group of batches, idempotent on (host, agent_id, seq); a batch is stored
+whole or not at all. The rows themselves are written by app/ingest/tables.py."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from agents import wire
+from app.ingest import launches, tables
+from app.store import models
+from app.store.db import insert_ignore
+
+
+class BatchRejected(ValueError):
+    """A batch that is well-formed but not acceptable (e.g. timestamps far in the future); ``loc`` says where,
+    as a 422's location does."""
+
+    def __init__(self, msg: str, loc: tuple[str | int, ...] = ("body",)) -> None:
+        super().__init__(msg)
+        self.loc = loc
+
+
+@dataclass(slots=True)
+class IngestResult:
+    duplicate: bool
+    stored: dict[str, int]
+    host_id: int | None = None
+    launch_id: int | None = None
+
+
+def check_times(batch: wire.IngestBatch, now: float, max_future_s: float, max_past_s: float) -> None:
+    """Refuse a batch whose samples cannot be placed on the timeline, naming the first offending record."""
+    groups: tuple[tuple[str, list[Any]], ...] = (
+        ("gpus", batch.gpus),
+        ("processes", batch.processes),
+        ("events", batch.events),
+        ("metrics", batch.metrics),
+    )
+    for name, records in groups:
+        for i, rec in enumerate(records):
+            if rec.ts > now + max_future_s:
+                raise BatchRejected(
+                    f"{name}[{i}].ts is {rec.ts - now:.0f} s in the server's future "
+                    f"(limit {max_future_s:.0f} s): check the agent host's clock",
+                    ("body", name),
+                )
+            if rec.ts < now - max_past_s:
+                raise BatchRejected(
+                    f"{name}[{i}].ts is {now - rec.ts:.0f} s in the past (limit {max_past_s:.0f} s)",
+                    ("body", name),
+                )
+
+
+SENT_AT_HEADER = "X-Specwatch-Sent-At"
+
+
+def clock_offset(sent_at: str | None, now: float, correct_above_s: float, refuse_above_s: float) -> float:
+    """Server clock minus agent clock, from the send-time header the agent stamps on each attempt (the body
+    keeps the time the batch was built, which a spooled batch makes old). 0 within ``correct_above_s``;
+    refused beyond ``refuse_above_s``, where a shift would more likely hide a broken clock than fix it."""
+    if sent_at is None:
+        return 0.0
+    try:
+        agent_now = float(sent_at)
+    except ValueError as exc:
+        raise BatchRejected(
+            f"{SENT_AT_HEADER} must be Unix seconds, got {sent_at[:40]!r}", ("header", SENT_AT_HEADER)
+        ) from exc
+    offset = now - agent_now
+    if abs(offset) > refuse_above_s:
+        side = "behind" if offset > 0 else "ahead of"
+        raise BatchRejected(
+            f"the agent's clock is {abs(offset):.0f} s {side} the server's (limit {refuse_above_s:.0f} s): "
+            "fix time sync (NTP) on that host",
+            ("header", SENT_AT_HEADER),
+        )
+    return offset if abs(offset) > correct_above_s else 0.0
+
+
+def shift_times(batch: wire.IngestBatch, offset: float) -> None:
+    """Move every agent-clock timestamp of the batch onto the server's clock."""
+    if not offset:
+        return
+    batch.sent_at += offset
+    records: list[wire.GpuSample | wire.Event | wire.MetricSample] = [
+        *batch.gpus,
+        *batch.events,
+        *batch.metrics,
+    ]
+    for rec in records:
+        rec.ts += offset
+    for p in batch.processes:
+        p.ts += offset
+        p.create_time += offset
+
+
+@dataclass
+class IngestCache:
+    """Ids of rows that are created once and never change identity (hosts, GPUs, processes, metric series),
+    plus the last metadata written, so a steady-state batch costs a handful of INSERTs instead of dozens of
+    look-ups. Safe with several servers: a miss falls back to insert-if-absent + select.
+
+    Ids learnt inside a transaction are only shared once it commits (``overlay`` / ``absorb``): another
+    request must never reference a row that may still roll back."""
+
+    hosts: MutableMapping[str, int] = field(default_factory=dict)
+    gpus: MutableMapping[tuple[int, str], int] = field(default_factory=dict)  # (host id, uuid)
+    gpu_meta: MutableMapping[int, tuple[Any, ...]] = field(default_factory=dict)
+    processes: MutableMapping[tuple[int, int, float], int] = field(default_factory=dict)
+    process_seen: MutableMapping[int, float] = field(default_factory=dict)
+    series: MutableMapping[tuple[int, str, str], int] = field(default_factory=dict)
+    deployments: MutableMapping[str, int] = field(default_factory=dict)
+
+    def _maps(self) -> tuple[MutableMapping[Any, Any], ...]:
+        return (
+            self.hosts,
+            self.gpus,
+            self.gpu_meta,
+            self.processes,
+            self.process_seen,
+            self.series,
+            self.deployments,
+        )
+
+    def overlay(self) -> IngestCache:
+        """A view for one transaction: reads fall through to this cache, writes stay local."""
+        return IngestCache(*(Overlay(m) for m in self._maps()))
+
+    def absorb(self, overlay: IngestCache) -> None:
+        """Publish what a committed transaction learnt."""
+        for mine, theirs in zip(self._maps(), overlay._maps(), strict=True):
+            assert isinstance(theirs, Overlay)
+            mine.update(theirs)  # its own entries: what this transaction wrote
+
+
+class Overlay(dict[Any, Any]):
+    """A dict of this transaction's writes over a shared base it reads through to. Not ``ChainMap``: that one
+    runs Python code (a generator) for every look-up, and ingest makes several per record."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: MutableMapping[Any, Any]) -> None:
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, key: Any) -> Any:
+        return self.base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self.base
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        return self.base.get(key, default)
+
+
+def store_batches(
+    session: Session, items: Sequence[tuple[wire.IngestBatch, float]], cache: IngestCache | None = None
+) -> list[IngestResult]:
+    """Store each ``(batch, received_at)`` inside the caller's transaction, in order; one result per item.
+    A batch already stored (a re-send, or a second copy within the group) changes nothing and says so.
+
+    ``cache`` should be an ``IngestCache.overlay()`` that the caller absorbs after the transaction commits."""
+    cache = cache if cache is not None else IngestCache().overlay()
+    host_ids = tables.hosts(session, [(b.agent, now) for b, now in items], cache)
+    # The idempotency keys go in first: a concurrent copy of the same batch (another server) waits on them and
+    # then finds the conflict, so exactly one copy stores its rows.
+    # The key is per host (the token's host): another host's batch can never take this host's key.
+    firsts: dict[tuple[int, str, int], int] = {}
+    for i, (b, _) in enumerate(items):
+        firsts.setdefault((host_ids[b.agent.host], b.agent.agent_id, b.seq), i)
+    claimed = {
+        (r.host_id, r.agent_id, r.seq)
+        for r in insert_ignore(
+            session,
+            models.IngestedBatch.__table__,
+            [
+                {
+                    "agent_id": b.agent.agent_id,
+                    "seq": b.seq,
+                    "host_id": key[0],
+                    "received_at": now,
+                    "n_gpus": len(b.gpus),
+                    "n_processes": len(b.processes),
+                    "n_events": len(b.events),
+                    "n_metrics": len(b.metrics),
+                }
+                for key, i in firsts.items()
+                for b, now in [items[i]]
+            ],
+            ["host_id", "agent_id", "seq"],
+        )
+    }
+    placed: list[tables.Placed] = []
+    results: list[IngestResult] = []
+    open_launches: dict[int, Any] = {}  # one read of a deployment's open launch per group
+    for i, (b, now) in enumerate(items):
+        host_id = host_ids[b.agent.host]
+        key = (host_id, b.agent.agent_id, b.seq)
+        if firsts[key] != i or key not in claimed:
+            results.append(IngestResult(duplicate=True, stored={}, host_id=host_id))
+            continue
+        launch_id = launches.assign(
+            session, host_id, b, now, cache.deployments, cache.processes, open_launches
+        )
+        p = tables.Placed(b, now, host_id, launch_id)
+        tables.register_processes(session, p, cache)
+        placed.append(p)
+        stored = {
+            "gpus": len(b.gpus),
+            "processes": len(b.processes),
+            "events": len(b.events),
+            "metrics": len(b.metrics),
+        }
+        results.append(IngestResult(duplicate=False, stored=stored, host_id=host_id, launch_id=launch_id))
+    tables.gpus(session, placed, cache)
+    tables.processes(session, placed, cache)
+    tables.events(session, placed)
+    tables.metrics(session, placed, cache)
+    return results
+
+
+def store_batch(
+    session: Session, batch: wire.IngestBatch, now: float, cache: IngestCache | None = None
+) -> IngestResult:
+    """One batch in the caller's transaction (see :func:`store_batches`)."""
+    return store_batches(session, [(batch, now)], cache)[0]

@@ -1,0 +1,393 @@
+"""The rows of a group of batches, written with as few statements as the group allows.
+
+Each writer takes every batch of one transaction at once: the samples of all of them go into one
+multi-row INSERT per table, and the per-host bookkeeping (last-seen times) into one executemany, so the
+cost of a statement is shared by the whole group instead of paid per batch. Ids of rows that never change
+identity come from :class:`app.ingest.batches.IngestCache`; a miss falls back to insert-if-absent + select, which is
+safe with several servers writing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import isfinite
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import Table, bindparam, select, tuple_, update
+from sqlalchemy.orm import Session
+
+from agents import wire
+from app.store import models
+from app.store.db import insert_ignore, json_dumps
+
+if TYPE_CHECKING:
+    from app.ingest.batches import IngestCache
+
+# how often a live process's last_seen is refreshed; exits are written at once
+PROCESS_SEEN_EVERY_S = 30.0
+
+
+@dataclass(slots=True)
+class Placed:
+    """A batch with the rows it hangs off: its host and the launch its engine data belongs to."""
+
+    batch: wire.IngestBatch
+    now: float
+    host_id: int
+    launch_id: int | None = None
+
+
+def labels_key(labels: dict[str, str]) -> str:
+    return json.dumps(labels, sort_keys=True, separators=(",", ":"))
+
+
+def _table(model: type[models.Base]) -> Table:
+    """The Core table of a model: executemany on it skips the ORM's per-row bookkeeping."""
+    return cast(Table, model.__table__)
+
+
+# Statements of every ingest transaction, built once (building a statement costs more than running it)
+_H, _G, _P = _table(models.Host), _table(models.Gpu), _table(models.Process)
+_HOST_SEEN = (
+    update(_H)
+    .where(_H.c.id == bindparam("hid"))
+    .values(
+        last_seen=bindparam("seen"),
+        agent_version=bindparam("version"),
+        agent_id=bindparam("aid"),
+        interval_s=bindparam("interval"),
+        spool_dropped_batches=bindparam("dropped_b"),
+        spool_dropped_samples=bindparam("dropped_s"),
+    )
+)
+_GPU_META = (
+    update(_G)
+    .where(_G.c.id == bindparam("gid"))
+    .values(
+        host_id=bindparam("h"),
+        index=bindparam("i"),
+        name=bindparam("n"),
+        mem_total_bytes=bindparam("m"),
+        power_limit_w=bindparam("p"),
+    )
+)
+_GPU_SEEN = update(_G).where(_G.c.host_id == bindparam("hid")).values(last_seen=bindparam("seen"))
+# column order of the tuples each sample writer builds
+_GPU_SAMPLE_COLUMNS = (
+    "gpu_id",
+    "ts",
+    "util_gpu_pct",
+    "util_mem_pct",
+    "mem_used_bytes",
+    "power_w",
+    "temp_c",
+    "sm_clock_mhz",
+    "pcie_tx_bytes_s",
+    "pcie_rx_bytes_s",
+    "processes",
+)
+_PROCESS_SAMPLE_COLUMNS = (
+    "process_id",
+    "ts",
+    "state",
+    "threads",
+    "rss_bytes",
+    "cpu_time_s",
+    "cpu_pct",
+    "io_read_bytes",
+)
+_EVENT_COLUMNS = (
+    "host_id",
+    "launch_id",
+    "rank_label",
+    "ts",
+    "kind",
+    "severity",
+    "source",
+    "message",
+    "fields",
+)
+_PROCESS_SEEN = update(_P).where(_P.c.id == bindparam("pk")).values(last_seen=bindparam("ts"))
+_PROCESS_EXIT = (
+    update(_P)
+    .where(_P.c.id == bindparam("pk"))
+    .values(last_seen=bindparam("ts"), exited_at=bindparam("ts"), exit_code=bindparam("code"))
+)
+
+
+def _many(session: Session, stmt: Any, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        session.connection().execute(stmt, rows)
+
+
+def bulk_insert(
+    session: Session, model: type[models.Base], columns: Sequence[str], values: list[tuple[Any, ...]]
+) -> None:
+    """Append-only sample rows, the bulk of every batch, handed to the driver without SQLAlchemy's per-row
+    parameter processing: PostgreSQL ``COPY ... FROM STDIN`` (several times an INSERT's rate), SQLite one
+    prepared INSERT run over all rows. Each row is a tuple in ``columns`` order, built so by the caller (a
+    dict per row, then a tuple of it, cost more than the INSERT); a JSON column's value arrives encoded
+    (:func:`_json_or_none`), as the JSON type would have sent it."""
+    if not values:
+        return
+    table = _table(model)
+    conn = session.connection()
+    quote = conn.dialect.identifier_preparer.quote
+    names = ", ".join(quote(c) for c in columns)
+    if conn.dialect.name == "postgresql":
+        raw: Any = conn.connection.driver_connection
+        with raw.cursor() as cur, cur.copy(f"COPY {quote(table.name)} ({names}) FROM STDIN") as copy:
+            for v in values:
+                copy.write_row(v)
+    else:
+        marks = ", ".join("?" for _ in columns)
+        conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})", values)
+
+
+def _json_or_none(value: Any) -> str | None:
+    """A JSON column's value as the JSON type stores it; an empty list or dict is stored as NULL."""
+    return json_dumps(value) if value else None
+
+
+def hosts(
+    session: Session, agents: Sequence[tuple[wire.AgentInfo, float]], cache: IngestCache
+) -> dict[str, int]:
+    """Ids of the group's hosts (created on first sight) and their last-seen time, agent version and cadence."""
+    latest: dict[str, tuple[wire.AgentInfo, float]] = {}
+    for agent, now in agents:
+        if agent.host not in latest or now >= latest[agent.host][1]:
+            latest[agent.host] = (agent, now)
+    missing = [h for h in latest if h not in cache.hosts]
+    if missing:
+        insert_ignore(
+            session,
+            models.Host.__table__,
+            [
+                {"name": h, "first_seen": now, "last_seen": now, "interval_s": agent.interval_s}
+                for h, (agent, now) in latest.items()
+                if h in missing
+            ],
+            ["name"],
+        )
+        M = models.Host
+        cache.hosts.update(dict(session.execute(select(M.name, M.id).where(M.name.in_(missing))).all()))
+    _many(
+        session,
+        _HOST_SEEN,
+        [
+            {
+                "hid": cache.hosts[h],
+                "seen": now,
+                "version": agent.version,
+                "aid": agent.agent_id,
+                "interval": agent.interval_s,
+                "dropped_b": agent.spool_dropped_batches,
+                "dropped_s": agent.spool_dropped_samples,
+            }
+            # in id order: servers that update the same hosts then lock them in the same order, and
+            # a transaction that would wait for one another in a cycle (a deadlock) cannot form here
+            for h, (agent, now) in sorted(latest.items(), key=lambda item: cache.hosts[item[0]])
+        ],
+    )
+    return {h: cache.hosts[h] for h in latest}
+
+
+def gpus(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
+    # keyed by (host id, uuid): a GPU belongs to the host that reports it, so one host's token can never
+    # write into (or move) another host's GPU
+    latest: dict[tuple[int, str], wire.GpuSample] = {}
+    for p in placed:
+        for s in p.batch.gpus:
+            key = (p.host_id, s.uuid)
+            if key not in latest or s.ts >= latest[key].ts:
+                latest[key] = s
+    if not latest:
+        return 0
+    missing = [k for k in latest if k not in cache.gpus]
+    G = models.Gpu
+    if missing:
+        insert_ignore(
+            session,
+            G.__table__,
+            [
+                {
+                    "host_id": host_id,
+                    "uuid": u,
+                    "index": s.index,
+                    "name": s.name,
+                    "mem_total_bytes": s.mem_total_bytes,
+                    "power_limit_w": s.power_limit_w,
+                    "last_seen": s.ts,
+                }
+                for (host_id, u), s in latest.items()
+                if (host_id, u) in missing
+            ],
+            ["host_id", "uuid"],
+        )
+        found = session.execute(
+            select(G.host_id, G.uuid, G.id).where(tuple_(G.host_id, G.uuid).in_(missing))
+        ).all()
+        cache.gpus.update({(r.host_id, r.uuid): r.id for r in found})
+    # one look-up per GPU of the group, then plain dict reads per sample (the cache is an overlay,
+    # whose look-ups are Python code)
+    ids = {k: cache.gpus[k] for k in latest}
+    changed: list[dict[str, Any]] = []
+    for (host_id, _), s in latest.items():
+        gid = ids[(host_id, s.uuid)]
+        meta = (host_id, s.index, s.name, s.mem_total_bytes, s.power_limit_w)
+        if cache.gpu_meta.get(gid) != meta:
+            changed.append(
+                {
+                    "gid": gid,
+                    "h": host_id,
+                    "i": s.index,
+                    "n": s.name,
+                    "m": s.mem_total_bytes,
+                    "p": s.power_limit_w,
+                }
+            )
+            cache.gpu_meta[gid] = meta
+    _many(session, _GPU_META, changed)
+    newest: dict[int, float] = {}
+    for (host_id, _), s in latest.items():
+        newest[host_id] = max(newest.get(host_id, s.ts), s.ts)
+    # the newest sample's time: /metrics joins the latest sample on it
+    _many(session, _GPU_SEEN, [{"hid": h, "seen": ts} for h, ts in newest.items()])
+    rows = [
+        (
+            ids[(p.host_id, s.uuid)],
+            s.ts,
+            s.util_gpu_pct,
+            s.util_mem_pct,
+            s.mem_used_bytes,
+            s.power_w,
+            s.temp_c,
+            s.sm_clock_mhz,
+            s.pcie_tx_bytes_s,
+            s.pcie_rx_bytes_s,
+            _json_or_none([[q.pid, q.used_mem_bytes, q.sm_util_pct] for q in s.processes]),
+        )
+        for p in placed
+        for s in p.batch.gpus
+    ]
+    bulk_insert(session, models.GpuSample, _GPU_SAMPLE_COLUMNS, rows)
+    return len(rows)
+
+
+def register_processes(session: Session, p: Placed, cache: IngestCache) -> None:
+    """Rows for the batch's processes not stored before (rare: a new engine), tied to the batch's launch."""
+    new: dict[tuple[int, float], wire.ProcessSample] = {}
+    for s in p.batch.processes:
+        key = (s.pid, s.create_time)
+        if (p.host_id, *key) not in cache.processes and (key not in new or s.ts >= new[key].ts):
+            new[key] = s
+    if not new:
+        return
+    P = models.Process
+    insert_ignore(
+        session,
+        P.__table__,
+        [
+            {
+                "host_id": p.host_id,
+                "pid": s.pid,
+                "create_time": s.create_time,
+                "name": s.name,
+                "role": s.role,
+                "engine": s.engine,
+                "rank_label": s.rank,
+                "launch_id": p.launch_id,
+                "cmdline": s.cmdline,
+                "last_seen": s.ts,
+            }
+            for s in new.values()
+        ],
+        ["host_id", "pid", "create_time"],
+    )
+    rows = session.execute(
+        select(P.pid, P.create_time, P.id).where(
+            P.host_id == p.host_id, tuple_(P.pid, P.create_time).in_(list(new))
+        )
+    ).all()
+    for r in rows:
+        cache.processes[(p.host_id, r.pid, r.create_time)] = r.id
+
+
+def processes(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
+    """Process samples of the group; last_seen refreshed every PROCESS_SEEN_EVERY_S, exits written at once."""
+    seen: list[dict[str, Any]] = []
+    exits: list[dict[str, Any]] = []
+    rows: list[tuple[Any, ...]] = []
+    known: dict[tuple[int, int, float], int] = {}  # per group, as for GPUs above
+    for p in placed:
+        for s in p.batch.processes:
+            key = (p.host_id, s.pid, s.create_time)
+            pid_id = known.get(key)
+            if pid_id is None:
+                pid_id = known[key] = cache.processes[key]
+            if s.state == "exited":
+                exits.append({"pk": pid_id, "ts": s.ts, "code": s.exit_code})
+            elif s.ts - cache.process_seen.get(pid_id, 0.0) >= PROCESS_SEEN_EVERY_S:
+                seen.append({"pk": pid_id, "ts": s.ts})
+                cache.process_seen[pid_id] = s.ts
+            rows.append(
+                (pid_id, s.ts, s.state, s.threads, s.rss_bytes, s.cpu_time_s, s.cpu_pct, s.io_read_bytes)
+            )
+    _many(session, _PROCESS_SEEN, seen)
+    _many(session, _PROCESS_EXIT, exits)
+    bulk_insert(session, models.ProcessSample, _PROCESS_SAMPLE_COLUMNS, rows)
+    return len(rows)
+
+
+def events(session: Session, placed: Sequence[Placed]) -> int:
+    rows = [
+        (
+            p.host_id,
+            p.launch_id,
+            e.rank,
+            e.ts,
+            e.kind,
+            e.severity,
+            e.source,
+            e.message,
+            _json_or_none(e.fields),
+        )
+        for p in placed
+        for e in p.batch.events
+    ]
+    bulk_insert(session, models.Event, _EVENT_COLUMNS, rows)
+    return len(rows)
+
+
+def metrics(session: Session, placed: Sequence[Placed], cache: IngestCache) -> int:
+    keyed: dict[tuple[int, str, str], dict[str, str]] = {}
+    for p in placed:
+        for m in p.batch.metrics:
+            keyed.setdefault((p.host_id, m.name, labels_key(m.labels)), m.labels)
+    missing = [k for k in keyed if k not in cache.series]
+    S = models.MetricSeries
+    if missing:
+        insert_ignore(
+            session,
+            S.__table__,
+            [{"host_id": h, "name": n, "labels_key": k, "labels": keyed[(h, n, k)]} for h, n, k in missing],
+            ["host_id", "name", "labels_key"],
+        )
+        for r in session.execute(
+            select(S.host_id, S.name, S.labels_key, S.id).where(
+                tuple_(S.host_id, S.name, S.labels_key).in_(missing)
+            )
+        ):
+            cache.series[(r.host_id, r.name, r.labels_key)] = r.id
+    # NaN and ±Inf (valid Prometheus values: a ratio of zero requests, say) are stored as the sample's absence,
+    # as a gap in the series: SQLite has no NaN (it would be NULL, against the NOT NULL column)
+    rows = [
+        (cache.series[(p.host_id, m.name, labels_key(m.labels))], p.launch_id, m.ts, m.value)
+        for p in placed
+        for m in p.batch.metrics
+        if isfinite(m.value)
+    ]
+    bulk_insert(session, models.MetricSample, ("series_id", "launch_id", "ts", "value"), rows)
+    return len(rows)
