@@ -29,7 +29,7 @@ from app.api import health, openapi
 from app.api import prometheus as promexport
 from app.api.read import ingest_router, read_router
 from app.detector.job import DetectorService
-from app.ingest.batches import IngestCache
+from app.ingest.cache import IngestCache
 from app.ingest.queue import IngestWriter
 from app.jobs import leader, partitions, retention, rollups
 from app.jobs.background import Job, Leadership, run_job
@@ -224,8 +224,6 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
 def create_worker_app() -> FastAPI:
     """The app of one `serve --workers N` process. uvicorn starts each in a fresh interpreter that never ran
     the CLI's logging set-up: the same format, through the same non-blocking sink."""
-    from app.jobs.process import HOLDER_ENV
-
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     atexit.register(LogSink().install().close)
-    return create_app(holder=os.environ.get(HOLDER_ENV))
+    return create_app(holder=os.environ.get(leader.HOLDER_ENV))

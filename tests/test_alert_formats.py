@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.alerts import alertmanager, signing
-from app.alerts.formats import Message, render
+from app.alerts.formats import Message
+from app.alerts.render import render
 
 NOW = 1_790_000_000.0
 

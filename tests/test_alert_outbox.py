@@ -179,7 +179,8 @@ def test_errors_retry_back_off_then_fail_visibly(store: Store, tmp_path: Path) -
 
 
 def test_upgrade_to_confirmed_is_its_own_message(store: Store) -> None:
-    from app.alerts.formats import Message, render
+    from app.alerts.formats import Message
+    from app.alerts.render import render
 
     store.add_receiver("http://127.0.0.1:9/hook", fmt="slack")
     inc = store.open(store.launch(), culprit="TP3")

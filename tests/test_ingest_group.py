@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import func, select, text
 
 from agents import wire
-from app.ingest.batches import IngestCache
+from app.ingest.cache import IngestCache
 from app.ingest.queue import IngestRequest, IngestWriter, Stored
 from app.store import models
 from app.store.db import make_engine, session_factory

@@ -8,20 +8,34 @@ processes are called and what they print differs.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from agents.sim import formats as F
 from agents.sim.metrics import Snapshot
+from agents.sim.scenario import Scenario
 from agents.sim.schedule import Step
 from agents.sim.serving import Traffic, per_position
-from agents.sim.startup import GIB, RankStartup
-from agents.sim.timeline import SimLogLine
+from agents.sim.startup import GIB, MemoryPlan, RankStartup
+from agents.sim.timeline import ProcTimeline, SimLogLine
+from agents.sim.topology import RankInfo
 
-if TYPE_CHECKING:
-    from agents.sim.launcher import Launch
+
+class Launch(Protocol):
+    """What vLLM's lines read of a launch (agents/sim/launcher.py's Launch, which imports this module: a
+    protocol here rather than an import back keeps the two out of a circle)."""
+
+    sc: Scenario
+    t0: float
+    ready: float
+    memory: MemoryPlan
+    main: dict[str, ProcTimeline]
+    engine_core: ProcTimeline | None
+
+    def file_for(self, rank: RankInfo | None) -> str: ...
+
 
 VERSION = "0.11.0"
 STATS_INTERVAL_S = 10.0  # vLLM's LoggingStatLogger period

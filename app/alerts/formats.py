@@ -136,13 +136,3 @@ def generic(msg: Message) -> dict[str, Any]:
             for s in msg.incidents
         ],
     }
-
-
-def render(fmt: str, msg: Message) -> dict[str, Any]:
-    from app.alerts import alertmanager, slack
-
-    if fmt == "slack":
-        return slack.render(msg)
-    if fmt == "alertmanager":
-        return alertmanager.render(msg)
-    return generic(msg)

@@ -12,7 +12,8 @@ import orjson
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.alerts.formats import FORMATS, KIND_TITLES, Message, render
+from app.alerts.formats import FORMATS, KIND_TITLES, Message
+from app.alerts.render import render
 from app.alerts.sender import Claimed, Outcome, post
 from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver
 

@@ -37,7 +37,8 @@ from sqlalchemy import Row, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.alerts import signing
-from app.alerts.formats import Message, render
+from app.alerts.formats import Message
+from app.alerts.render import render
 from app.store.db import transaction
 from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver
 

@@ -32,7 +32,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from agents import wire
 from app.access import agent_tokens as auth
 from app.detector import stack_requests
-from app.ingest.batches import IngestCache, IngestResult, store_batches
+from app.ingest.batches import IngestResult, store_batches
+from app.ingest.cache import IngestCache
 from app.store.db import transaction
 
 log = logging.getLogger("specwatch.ingest")

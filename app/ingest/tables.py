@@ -3,7 +3,7 @@
 Each writer takes every batch of one transaction at once: the samples of all of them go into one
 multi-row INSERT per table, and the per-host bookkeeping (last-seen times) into one executemany, so the
 cost of a statement is shared by the whole group instead of paid per batch. Ids of rows that never change
-identity come from :class:`app.ingest.batches.IngestCache`; a miss falls back to insert-if-absent + select, which is
+identity come from :class:`app.ingest.cache.IngestCache`; a miss falls back to insert-if-absent + select, which is
 safe with several servers writing.
 """
 
@@ -13,17 +13,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import isfinite
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from agents import wire
+from app.ingest.cache import IngestCache
 from app.store import models
 from app.store.db import insert_ignore, json_dumps
-
-if TYPE_CHECKING:
-    from app.ingest.batches import IngestCache
 
 # how often a live process's last_seen is refreshed; exits are written at once
 PROCESS_SEEN_EVERY_S = 30.0

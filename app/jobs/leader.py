@@ -18,6 +18,10 @@ from sqlalchemy.orm import Session
 from app.store.db import insert_ignore
 from app.store.models import Lease
 
+# the lease holder id the jobs process (app/jobs/process.py) uses, so the HTTP server's /healthz can tell
+# whether its own jobs lead; here, not in process.py, which imports app.main (a circle otherwise)
+HOLDER_ENV = "SPECWATCH_JOBS_HOLDER"
+
 LEADER = "leader"
 
 

@@ -22,9 +22,10 @@ import threading
 import time
 from typing import Any
 
+from app.jobs.leader import HOLDER_ENV
+
 log = logging.getLogger("specwatch.jobs")
 
-HOLDER_ENV = "SPECWATCH_JOBS_HOLDER"  # the lease holder id the jobs process uses, so healthz can tell
 PARENT_ENV = "SPECWATCH_JOBS_PARENT"  # the pid whose death stops the jobs process
 PARENT_POLL_S = 0.5
 RESTART_MAX_S = 30.0

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from app.rankstate.model import AcceptReport
+from typing import Any
 
 MINUTE_S = 60.0
 HISTORY_MINUTES = 24 * 60  # a day of minutes per launch, bounded for memory
@@ -27,6 +24,16 @@ SPEC_OFF_LEN = 1.05
 # upper edges of the running-request buckets: 1, 2, 3-4, 5-8, ... (powers of two)
 BUCKET_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 UNKNOWN_BUCKET = 0
+
+
+@dataclass(slots=True)
+class AcceptReport:
+    ts: float
+    accept_len: float | None
+    accept_rate: float | None
+    batch: int | None  # running requests when it was reported: speculation may be off above a batch size
+    per_pos: tuple[float, ...] | None = None  # acceptance rate of each draft position (vLLM says)
+    drafted: int | None = None  # drafted tokens the report says it covers (vLLM)
 
 
 def batch_bucket(running: int | None) -> int:

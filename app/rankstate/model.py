@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agents import wire
-from app.rankstate.accept_history import AcceptHistory
+
+# AcceptReport lives with the history that folds it (model imports it, never the other way round)
+from app.rankstate.accept_history import AcceptHistory, AcceptReport
 
 # Order in which a healthy rank passes through its life. ``stalled`` is set by the detector, never by a log line.
 PHASES = (
@@ -68,16 +70,6 @@ class PhaseSpan:
     phase: str
     started_at: float
     ended_at: float | None = None
-
-
-@dataclass(slots=True)
-class AcceptReport:
-    ts: float
-    accept_len: float | None
-    accept_rate: float | None
-    batch: int | None  # running requests when it was reported: speculation may be off above a batch size
-    per_pos: tuple[float, ...] | None = None  # acceptance rate of each draft position (vLLM says)
-    drafted: int | None = None  # drafted tokens the report says it covers (vLLM)
 
 
 @dataclass(slots=True)
