@@ -10,28 +10,7 @@
   const META_W = 230, ROW_H = 46, SYNC = uPlot.sync("sw-launch");
   const PHASES = ["starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup",
     "ready", "serving", "stalled", "crashed", "exited"];
-  const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-  const $ = (id) => document.getElementById(id);
-  const el = (tag, cls, text) => {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = text;
-    return e;
-  };
-  // Bidi controls (U+202A-E, U+2066-9) in a label or log line must not reorder the text around it: every
-  // string the server sends is cleaned once, as it arrives (the server-rendered pages do the same).
-  const BIDI = /[\u202A-\u202E\u2066-\u2069]/g;
-  const nobidi = (v) => typeof v === "string" ? v.replace(BIDI, "\uFFFD")
-    : Array.isArray(v) ? v.map(nobidi)
-    : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, nobidi(x)]))
-    : v;
-  const utc = (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
-  const fmtTime = (ts) => new Date(ts * 1000).toISOString().slice(11, 19);
-  // the same rounding as the server's `duration` filter (whole seconds, floored): one number on one screen
-  const fmtDur = (x) => {
-    const s = Math.max(0, Math.floor(x));
-    return s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m " + String(s % 60).padStart(2, "0") + "s" : Math.floor(s / 3600) + "h " + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
-  };
+  const { css, $, el, nobidi, utc, fmtTime, fmtDur, withGaps } = window.swTimelineKit;
   // quiet longer than this and the row says "no progress for", the definition the incident banner uses
   const QUIET_S = 10;
   const MOVING = new Set(["ready", "serving", "exited", "crashed"]);
@@ -74,20 +53,6 @@
       state.loading = false;
       if (state.again) { state.again = false; load(); }
     }
-  }
-
-  // Buckets with no sample must show as gaps, not as a line drawn across a silent agent.
-  function withGaps(ts, cols, bucket) {
-    const outT = [], outC = cols.map(() => []);
-    for (let i = 0; i < ts.length; i++) {
-      if (i > 0 && ts[i] - ts[i - 1] > Math.max(3 * bucket, 5)) {
-        outT.push((ts[i] + ts[i - 1]) / 2);
-        outC.forEach((c) => c.push(null));
-      }
-      outT.push(ts[i]);
-      cols.forEach((c, j) => outC[j].push(c[i]));
-    }
-    return [outT, ...outC];
   }
 
   // --- rank rows ---------------------------------------------------------------------------------------
@@ -278,79 +243,6 @@
     for (const rank of data.ranks) updateRow(state.rows.get(rank.label), rank);
   }
 
-  // --- engine charts -----------------------------------------------------------------------------------
-  function engineChart(id, series, cols, yRange) {
-    const box = $(id);
-    if (!box) return;
-    const hasData = cols.some((c) => c.some((v) => v != null));
-    let chart = state.charts[id];
-    if (!hasData) {
-      if (chart) { chart.destroy(); delete state.charts[id]; }
-      box.replaceChildren(el("div", "nodata", "no data in this range"));
-      return;
-    }
-    const data = cols;
-    if (!chart) {
-      box.replaceChildren();
-      box.classList.toggle("banded", series.length === 3 && !!series[1].band);
-      chart = new uPlot({
-        width: box.clientWidth || 400, height: 150, tzDate: utc,
-        cursor: { sync: { key: SYNC.key, setSeries: false }, drag: { x: true, y: false, setScale: false } },
-        scales: { x: { time: true, range: () => xRange() }, y: yRange ? { range: yRange } : {} },
-        axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") }, ticks: { stroke: css("--line") } },
-          { stroke: css("--muted"), grid: { stroke: css("--line") }, ticks: { stroke: css("--line") }, size: 50 }],
-        series: [{}, ...series.map((s) => ({ points: { show: false }, ...s }))],
-        bands: series.length === 3 && series[1].band ? [{ series: [2, 0], fill: series[0].fill }, { series: [0, 1], fill: series[0].fill }] : [],
-        hooks: { setSelect: [onSelect] },
-      }, data, box);
-      chart.over.addEventListener("dblclick", (e) => { e.stopPropagation(); setRange("all"); });
-      state.charts[id] = chart;
-    } else {
-      chart.setData(data);
-    }
-  }
-
-  function renderEngine(data) {
-    const e = data.engine, bucket = data.range.bucket_s;
-    const band = (key, color, label, digits, yRange) => {
-      const s = e[key];
-      const cols = withGaps(s.ts, [s.mean, s.min, s.max], bucket);
-      const src = $("src-" + key);
-      if (src) src.textContent = s.source ? "· " + s.source : "";
-      engineChart("chart-" + key, [
-        { label, stroke: color, width: 1.5, fill: color + "22", value: (u, v) => v == null ? "—" : v.toFixed(digits) },
-        { label: "min", stroke: "transparent", band: true, points: { show: false } },
-        { label: "max", stroke: "transparent", band: true, points: { show: false } },
-      ], cols, yRange);
-    };
-    // acceptance on fixed scales: 1.0 must look like the floor it is, not like noise around a flat line
-    band("accept_len", css("--ok"), "accept length", 2, (u, lo, hi) => [0, Math.max(4, Math.ceil(hi || 0))]);
-    band("accept_rate", css("--accent"), "accept rate", 2, [0, 1]);
-    band("gen_throughput", css("--pow"), "token/s", 0);
-    const run = e.running, que = e.queued;
-    const ts = Array.from(new Set([...run.ts, ...que.ts])).sort((a, b) => a - b);
-    const pick = (s) => { const m = new Map(s.ts.map((t, i) => [t, s.mean[i]])); return ts.map((t) => m.has(t) ? m.get(t) : null); };
-    engineChart("chart-requests", [
-      { label: "running", stroke: css("--util"), width: 1.5, spanGaps: true },
-      { label: "queued", stroke: css("--bad"), width: 1.5, spanGaps: true },
-    ], withGaps(ts, [pick(run), pick(que)], bucket));
-    const pp = $("per-position");
-    if (pp) {
-      pp.hidden = !e.per_position;
-      if (e.per_position) {
-        const bars = $("per-position-bars");
-        bars.replaceChildren(...e.per_position.rates.map((r, i) => {
-          const row = el("div", "pp-bar");
-          const bar = el("span", "bar"), fill = el("i");
-          fill.style.width = (100 * r).toFixed(1) + "%";
-          bar.append(fill);
-          row.append(el("span", null, "position " + i), bar, el("span", null, (100 * r).toFixed(0) + "%"));
-          return row;
-        }));
-      }
-    }
-  }
-
   // --- header, incidents, legend -----------------------------------------------------------------------
   function renderHeader(data) {
     const st = $("launch-status");
@@ -461,82 +353,10 @@
     }).observe($("timeline"));
   }
 
-  // --- log panel ---------------------------------------------------------------------------------------
-  const log = { box: $("log"), lastId: null, anchor: null };
-
-  function populateRanks(data) {
-    const sel = $("log-rank");
-    if (!sel) return;
-    const have = Array.from(sel.options).map((o) => o.value).join(",");
-    const want = ["", ...data.ranks.map((r) => r.label)].join(",");
-    if (have === want) return;
-    sel.replaceChildren(el("option", null, "all ranks"));
-    sel.options[0].value = "";
-    for (const r of data.ranks) {
-      const o = el("option", null, r.label + (r.host ? " (" + r.host + ")" : ""));
-      o.value = r.label;
-      sel.append(o);
-    }
-    sel.value = state.rank;
-  }
-
-  function logLine(l) {
-    const row = el("div", "log-line sev-" + l.severity);
-    row.dataset.id = l.id;
-    row.dataset.ts = l.ts;
-    row.append(el("span", "t", fmtTime(l.ts) + "." + String(Math.floor((l.ts % 1) * 1000)).padStart(3, "0")),
-      el("span", "r", l.rank || "—"), el("span", "s", l.severity), el("span", "m", l.message));
-    row.title = l.kind + (l.source ? " · " + l.source : "");
-    return row;
-  }
-
-  async function loadLog(opts) {
-    if (!log.box) return;
-    const q = new URLSearchParams({ severity: $("log-severity").value, limit: "300" });
-    if (state.rank) q.set("rank", state.rank);
-    const text = $("log-q").value.trim();
-    if (text) q.set("q", text);
-    if (opts && opts.around != null) q.set("around", opts.around.toFixed(3));
-    if (opts && opts.after) q.set("after_id", String(log.lastId));
-    const resp = await fetch(`/api/v1/launches/${cfg.launch_id}/logs?${q}`);
-    if (!resp.ok) { $("log-status").textContent = "log unavailable: " + resp.statusText; return; }
-    const body = nobidi(await resp.json());
-    const atBottom = log.box.scrollTop + log.box.clientHeight >= log.box.scrollHeight - 20;
-    if (opts && opts.after) {
-      body.lines.forEach((l) => log.box.append(logLine(l)));
-      while (log.box.childElementCount > 2000) log.box.firstElementChild.remove();
-    } else {
-      log.box.replaceChildren(...body.lines.map(logLine));
-      if (!body.lines.length) log.box.append(el("div", "empty", "no log line matches"));
-    }
-    if (body.lines.length) log.lastId = Math.max(log.lastId || 0, ...body.lines.map((l) => l.id));
-    $("log-status").textContent = (state.rank || "all ranks") + (opts && opts.around != null ? " around " + fmtTime(opts.around) + " UTC" : "");
-    if (body.anchor_id != null) {
-      const a = log.box.querySelector(`[data-id="${body.anchor_id}"]`);
-      if (a) { a.classList.add("anchor"); a.scrollIntoView({ block: "center" }); }
-    } else if (!opts || !opts.around) {
-      if (atBottom || !(opts && opts.after)) log.box.scrollTop = log.box.scrollHeight;
-    }
-  }
-
-  function openLogAt(rank, ts) {
-    state.rank = rank;
-    const sel = $("log-rank");
-    if (sel) sel.value = rank;
-    const tail = $("log-follow");
-    if (tail) tail.checked = false;
-    state.rows.forEach((e, label) => e.row.classList.toggle("selected", label === rank));
-    pushUrl();
-    loadLog({ around: ts });
-  }
-
-  if (log.box) {
-    $("log-rank").addEventListener("change", (e) => { state.rank = e.target.value; pushUrl(); loadLog(); state.rows.forEach((r, l) => r.row.classList.toggle("selected", l === state.rank)); });
-    $("log-severity").addEventListener("change", () => loadLog());
-    let t = null;
-    $("log-q").addEventListener("input", () => { clearTimeout(t); t = setTimeout(() => loadLog(), 300); });
-    $("log-follow").addEventListener("change", (e) => { if (e.target.checked) loadLog(); });
-  }
+  // --- engine charts and log panel (timeline-engine.js, timeline-log.js) ------------------------------
+  const { renderEngine } = window.swTimelineEngine({ state, SYNC, xRange, onSelect, setRange });
+  const log = window.swTimelineLog({ cfg, state, pushUrl });
+  const { populateRanks, loadLog, openLogAt } = log;
 
   // --- live --------------------------------------------------------------------------------------------
   let pending = null;

@@ -19,7 +19,6 @@ import contextlib
 import fcntl
 import gzip
 import logging
-import os
 import re
 import threading
 import time
@@ -30,13 +29,13 @@ from typing import Any
 
 import orjson
 
+from agents.spool.files import BATCH_RE, atomic_write, sample_count
 from agents.spool.frame import frame, read_meta, read_meta_bytes, strip
 from agents.spool.held import Held, SpoolFault
 from agents.spool.index import Index
 
 log = logging.getLogger("specwatch.agent.spool")
 
-_BATCH_RE = re.compile(r"^batch-(\d{12})-n(\d+)\.json\.gz$")
 STATE_FILE = "agent.json"
 QUARANTINE = "quarantine"
 DEFAULT_MAX_BYTES = 1 << 30
@@ -60,32 +59,6 @@ class DropReport:
     samples: int = 0
     first_seq: int | None = None
     last_seq: int | None = None
-
-
-def sample_count(batch: dict[str, Any]) -> int:
-    return sum(len(batch.get(k) or ()) for k in ("gpus", "processes", "events", "metrics"))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a partial file on a full disk takes the room the next write needs
-        raise
-    _fsync_dir(path.parent)
 
 
 class SpoolBusy(RuntimeError):
@@ -159,7 +132,7 @@ class Spool:
                     missing_ok=True
                 )  # a write interrupted by a crash: never renamed, never acknowledged
                 continue
-            m = _BATCH_RE.match(path.name)
+            m = BATCH_RE.match(path.name)
             if not m:
                 continue
             seq, samples = int(m.group(1)), int(m.group(2))

@@ -1,6 +1,6 @@
 """Durations as an operator reads them ("2m 09s", "1m 59s ago"): one rounding for the dashboard's filters
 and the ``specwatch status`` CLI, kept out of ``app.web`` so the CLI does not import the web app to print them.
-static/timeline.js rounds the same way (whole seconds, floored)."""
+static/timeline-kit.js rounds the same way (whole seconds, floored)."""
 
 from __future__ import annotations
 

@@ -15,28 +15,28 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
-    MetaData,
     String,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-NAMING = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+from app.store.base import NAMING, Base, BigId
 
-# SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger there would break row ids.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+# the other domains' tables, re-exported: callers write models.Incident or models.UserToken whichever module
+# holds it, and importing this module registers every table on Base.metadata (alembic and create_all read it)
+from app.store.credentials import AgentToken, ServerSecret, UserSession, UserToken
+from app.store.incidents import (
+    AlertAttempt,
+    AlertDelivery,
+    AlertReceiver,
+    DetectorState,
+    Incident,
+    IncidentChange,
+    Silence,
+    StackRequest,
+)
+from app.store.jobs import GpuRollup, Lease, MetricRollup
 
 
 class Host(Base):
@@ -51,20 +51,6 @@ class Host(Base):
     # what the host's agent spool dropped unsent, as its latest batch reported (lifetime totals)
     spool_dropped_batches: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     spool_dropped_samples: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
-
-
-class AgentToken(Base):
-    """Agent credentials, one host each. Only a SHA-256 of the token is kept; ``prefix`` lets a person tell
-    tokens apart in listings without it being usable."""
-
-    __tablename__ = "agent_tokens"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    host_name: Mapped[str] = mapped_column(String(128), index=True)
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    prefix: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[float] = mapped_column(Float)
-    revoked_at: Mapped[float | None] = mapped_column(Float)
-    last_used_at: Mapped[float | None] = mapped_column(Float)
 
 
 class IngestedBatch(Base):
@@ -248,206 +234,36 @@ class MetricSample(Base):
     value: Mapped[float] = mapped_column(Float)
 
 
-class Incident(Base):
-    __tablename__ = "incidents"
-    __table_args__ = (Index("ix_incidents_status_opened", "status", "opened_at"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    launch_id: Mapped[int | None] = mapped_column(ForeignKey("launches.id"), index=True)
-    host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id"))
-    kind: Mapped[str] = mapped_column(String(32))
-    status: Mapped[str] = mapped_column(String(16), default="open")  # open | resolved
-    confidence: Mapped[str] = mapped_column(String(16), default="suspected")  # suspected | confirmed
-    severity: Mapped[str] = mapped_column(String(16), default="critical")
-    culprit: Mapped[str | None] = mapped_column(String(64))
-    # the rank named when it opened (the culprit may be refined later): what a page at 2 a.m. acted on
-    culprit_at_open: Mapped[str | None] = mapped_column(String(64))
-    ranks: Mapped[list[Any]] = mapped_column(default=list)
-    # signals of other kinds that confirmed it (the NCCL watchdog confirming a suspected deadlock)
-    confirmed_by: Mapped[list[Any]] = mapped_column(default=list)
-    summary: Mapped[str] = mapped_column(Text)
-    evidence: Mapped[list[Any]] = mapped_column(default=list)
-    # stable identity of "the same problem" so the detector updates rather than re-opens
-    key: Mapped[str] = mapped_column(String(256), index=True)
-    opened_at: Mapped[float] = mapped_column(Float)
-    resolved_at: Mapped[float | None] = mapped_column(Float)
-    updated_at: Mapped[float] = mapped_column(Float)
-
-
-class IncidentChange(Base):
-    """Each status change of an incident is a row; alerts are created from these in the same transaction."""
-
-    __tablename__ = "incident_changes"
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id"), index=True)
-    ts: Mapped[float] = mapped_column(Float)
-    change: Mapped[str] = mapped_column(String(16))  # opened | upgraded | resolved | reminder
-    summary: Mapped[str] = mapped_column(Text)
-    evidence: Mapped[list[Any]] = mapped_column(default=list)
-
-
-class AlertReceiver(Base):
-    __tablename__ = "alert_receivers"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(128), unique=True)
-    url: Mapped[str] = mapped_column(Text)
-    format: Mapped[str] = mapped_column(String(16))  # generic | slack | alertmanager
-    # needed in clear to sign; never returned by the API or written to logs
-    secret: Mapped[str | None] = mapped_column(String(256))
-    kinds: Mapped[list[Any]] = mapped_column(default=list)  # empty: every kind
-    enabled: Mapped[bool] = mapped_column(default=True)
-    created_at: Mapped[float] = mapped_column(Float)
-    # removed receivers stay (their delivery history refers to them) but are hidden and never sent to
-    removed_at: Mapped[float | None] = mapped_column(Float)
-
-
-class AlertDelivery(Base):
-    """The outbox: one row per (receiver, message), written with the change that caused it."""
-
-    __tablename__ = "alert_deliveries"
-    __table_args__ = (Index("ix_alert_deliveries_status_next", "status", "next_attempt_at"),)
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    delivery_id: Mapped[str] = mapped_column(String(64), unique=True)
-    receiver_id: Mapped[int] = mapped_column(ForeignKey("alert_receivers.id"), index=True)
-    change_id: Mapped[int | None] = mapped_column(ForeignKey("incident_changes.id"), index=True)
-    # the incident snapshots the message is rendered from (stable across retries; see app/alerts/outbox.py)
-    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    # opened | upgraded | resolved | reminder: what the message announces
-    event: Mapped[str] = mapped_column(String(16), default="opened")
-    # incidents of one launch that open together share one message: the grouping key
-    launch_id: Mapped[int | None] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(
-        String(16), default="pending"
-    )  # pending | sending | delivered | failed | suppressed
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[float] = mapped_column(Float)
-    claimed_until: Mapped[float | None] = mapped_column(Float)
-    # which server process holds the claim (several may share one database)
-    claimed_by: Mapped[str | None] = mapped_column(String(64))
-    created_at: Mapped[float] = mapped_column(Float)
-    delivered_at: Mapped[float | None] = mapped_column(Float)
-    last_error: Mapped[str | None] = mapped_column(Text)
-
-
-class AlertAttempt(Base):
-    __tablename__ = "alert_attempts"
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    delivery_id: Mapped[int] = mapped_column(ForeignKey("alert_deliveries.id"), index=True)
-    at: Mapped[float] = mapped_column(Float)
-    http_status: Mapped[int | None] = mapped_column(Integer)
-    error: Mapped[str | None] = mapped_column(Text)
-    duration_ms: Mapped[float] = mapped_column(Float)
-
-
-class Silence(Base):
-    __tablename__ = "silences"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    # what is muted: any of these that is set must match (an all-empty silence is refused by the API)
-    kind: Mapped[str | None] = mapped_column(String(32))
-    launch_id: Mapped[int | None] = mapped_column(Integer)
-    host: Mapped[str | None] = mapped_column(String(128))
-    rank: Mapped[str | None] = mapped_column(String(64))
-    reason: Mapped[str] = mapped_column(Text, default="")
-    created_by: Mapped[str] = mapped_column(String(128), default="")
-    created_at: Mapped[float] = mapped_column(Float, default=0.0)
-    starts_at: Mapped[float] = mapped_column(Float)
-    ends_at: Mapped[float] = mapped_column(Float)
-
-
-class Lease(Base):
-    """Leader election among several servers: whoever holds an unexpired lease runs the detector/sender."""
-
-    __tablename__ = "leases"
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(128))
-    expires_at: Mapped[float] = mapped_column(Float)
-
-
-class StackRequest(Base):
-    """A py-spy dump the detector wants of a suspect pid; handed to that host's agent in its next ingest ack."""
-
-    __tablename__ = "stack_requests"
-    __table_args__ = (Index("ix_stack_requests_host_sent", "host_id", "sent_at"),)
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
-    pid: Mapped[int] = mapped_column(Integer)
-    requested_at: Mapped[float] = mapped_column(Float)
-    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id"))
-    sent_at: Mapped[float | None] = mapped_column(Float)
-
-
-class DetectorState(Base):
-    """The detector's own bookkeeping (read cursors, XIDs seen), written with the rank state it belongs to."""
-
-    __tablename__ = "detector_state"
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    updated_at: Mapped[float] = mapped_column(Float)
-
-
-class GpuRollup(Base):
-    """One-minute aggregates of gpu_samples, kept far longer than raw samples: what wide-range charts read,
-    so their cost depends on the range shown, not on how much history is stored."""
-
-    __tablename__ = "gpu_rollups"
-    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id"), primary_key=True)
-    bucket_ts: Mapped[float] = mapped_column(Float, primary_key=True)  # start of the minute
-    n: Mapped[int] = mapped_column(Integer)
-    util_gpu_min: Mapped[float | None] = mapped_column(Float)
-    util_gpu_mean: Mapped[float | None] = mapped_column(Float)
-    util_gpu_max: Mapped[float | None] = mapped_column(Float)
-    mem_used_mean: Mapped[float | None] = mapped_column(Float)
-    mem_used_max: Mapped[float | None] = mapped_column(Float)
-    power_min: Mapped[float | None] = mapped_column(Float)
-    power_mean: Mapped[float | None] = mapped_column(Float)
-    power_max: Mapped[float | None] = mapped_column(Float)
-    temp_max: Mapped[float | None] = mapped_column(Float)
-
-
-class MetricRollup(Base):
-    """One-minute aggregates of metric_samples (the engine's acceptance, throughput, request series): what the
-    launch view's engine charts read for wide ranges, as gpu_rollups are for the GPU lines."""
-
-    __tablename__ = "metric_rollups"
-    __table_args__ = (Index("ix_metric_rollups_launch_bucket", "launch_id", "bucket_ts"),)
-    series_id: Mapped[int] = mapped_column(ForeignKey("metric_series.id"), primary_key=True)
-    bucket_ts: Mapped[float] = mapped_column(Float, primary_key=True)  # start of the minute
-    launch_id: Mapped[int | None] = mapped_column(Integer)
-    n: Mapped[int] = mapped_column(Integer)
-    v_min: Mapped[float] = mapped_column(Float)
-    v_mean: Mapped[float] = mapped_column(Float)
-    v_max: Mapped[float] = mapped_column(Float)
-
-
-class UserToken(Base):
-    """Credentials of people and tools reading the dashboard and API when access control is on.
-    Only a SHA-256 of the token is kept, like agent tokens."""
-
-    __tablename__ = "user_tokens"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(128), index=True)
-    role: Mapped[str] = mapped_column(String(16))  # viewer | admin
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    prefix: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[float] = mapped_column(Float)
-    revoked_at: Mapped[float | None] = mapped_column(Float)
-
-
-class UserSession(Base):
-    """One browser login (auth=token): the cookie names it, and it lasts while the user token behind it is
-    live, until logout (``ended_at``) or ``expires_at``."""
-
-    __tablename__ = "user_sessions"
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # SHA-256 of the cookie's session id
-    user_token_id: Mapped[int] = mapped_column(ForeignKey("user_tokens.id"))
-    csrf: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[float] = mapped_column(Float)
-    expires_at: Mapped[float] = mapped_column(Float, index=True)
-    ended_at: Mapped[float | None] = mapped_column(Float)
-
-
-class ServerSecret(Base):
-    """Secrets every server behind one database must share (the session-cookie signing key)."""
-
-    __tablename__ = "server_secrets"
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(String(256))
+__all__ = [
+    "NAMING",
+    "AgentToken",
+    "AlertAttempt",
+    "AlertDelivery",
+    "AlertReceiver",
+    "Base",
+    "BigId",
+    "Deployment",
+    "DetectorState",
+    "Event",
+    "Gpu",
+    "GpuRollup",
+    "GpuSample",
+    "Host",
+    "Incident",
+    "IncidentChange",
+    "IngestedBatch",
+    "Launch",
+    "Lease",
+    "MetricRollup",
+    "MetricSample",
+    "MetricSeries",
+    "Process",
+    "ProcessSample",
+    "Rank",
+    "RankPhase",
+    "ServerSecret",
+    "Silence",
+    "StackRequest",
+    "UserSession",
+    "UserToken",
+]
