@@ -4,7 +4,7 @@
 # The image listens on the network, so it requires sign-in (SPECWATCH_AUTH=token; auth=none would refuse to
 # start on 0.0.0.0): docs/security.md.
 # Two stages: the wheel is built from the source tree, then installed alone into a slim runtime image, so
-# the image holds exactly what `pip install specwatch` would.
+# the image holds exactly what `pip install 'specwatch[server]'` would (the bare package is the agent).
 FROM python:3.11-slim AS build
 WORKDIR /src
 RUN pip install --no-cache-dir build
@@ -19,7 +19,7 @@ ENV PYTHONUNBUFFERED=1 \
     SPECWATCH_PORT=8000 \
     SPECWATCH_DATA_DIR=/var/lib/specwatch
 COPY --from=build /dist/*.whl /tmp/
-RUN pip install /tmp/*.whl && rm /tmp/*.whl \
+RUN for w in /tmp/*.whl; do pip install "$w[server]"; done && rm /tmp/*.whl \
     && useradd --system --uid 10001 --home-dir /var/lib/specwatch --create-home specwatch
 USER specwatch
 WORKDIR /var/lib/specwatch

@@ -235,3 +235,94 @@ def _every_page_in_chromium(base: str) -> None:
             page.wait_for_timeout(300)  # the page's own fetches (timeline, acceptance panel) land
         browser.close()
     assert problems == [], problems
+
+
+# The server's stack: none of it may load on a GPU host that runs only the agent (`pip install specwatch`).
+SERVER_STACK = (
+    "fastapi",
+    "starlette",
+    "sqlalchemy",
+    "alembic",
+    "jinja2",
+    "uvicorn",
+    "psycopg",
+    "sse_starlette",
+)
+# what the agent loads when it runs: the entry point, then every module `specwatch agent` can start
+AGENT_CLOSURE = """
+import sys
+from app.cli.main import build_parser
+build_parser(["agent", "--help"])
+import agents.main, agents.shipper, agents.launcher, agents.simulate, agents.sim
+import agents.collectors.nvml, agents.collectors.procs, agents.collectors.logs, agents.collectors.engine_metrics
+import agents.collectors.stacks, agents.collectors.ras, agents.preflight.source, agents.spool.store
+print(" ".join(sorted({m.partition(".")[0] for m in sys.modules})))
+"""
+# the agent-only install, without uninstalling anything: the server's packages cannot be imported
+WITHOUT_SERVER = f"""
+import sys
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {SERVER_STACK!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Absent())
+from app.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_the_agents_import_closure_holds_none_of_the_server_stack() -> None:
+    loaded = subprocess.run(
+        [sys.executable, "-c", AGENT_CLOSURE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        timeout=120,
+    ).stdout.split()
+    assert "agents" in loaded and "psutil" in loaded
+    assert [m for m in SERVER_STACK if m in loaded] == []
+
+
+def test_without_the_server_packages_the_agent_runs_and_the_server_commands_say_what_to_install() -> None:
+    def specwatch(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", WITHOUT_SERVER, *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+
+    agent = specwatch("agent", "--help")
+    assert agent.returncode == 0 and "--server" in agent.stdout, agent.stderr
+    overview = specwatch("--help")
+    assert overview.returncode == 0, overview.stderr
+    assert "agent" in overview.stdout and "specwatch[server]" in overview.stdout
+    serve = specwatch("serve")
+    assert serve.returncode == 2 and "pip install 'specwatch[server]'" in serve.stderr, serve.stderr
+
+
+def test_the_agent_is_the_bare_package_and_the_server_an_extra() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[<>=\[ ;]", d)[0].lower() for d in project["dependencies"]}
+    assert {"psutil", "nvidia-ml-py", "httpx"} <= names
+    assert names.isdisjoint({"fastapi", "sqlalchemy", "jinja2", "alembic", "uvicorn", "psycopg"})
+    server = {re.split(r"[<>=\[ ;]", d)[0].lower() for d in project["optional-dependencies"]["server"]}
+    assert {"fastapi", "sqlalchemy", "jinja2", "alembic", "uvicorn"} <= server
+    assert project["scripts"]["specwatch-agent"] == "app.cli.main:agent_main"
+
+
+def test_a_foreign_top_level_agents_package_is_named_not_crashed_on(tmp_path: Path) -> None:
+    # what installing the openai-agents SDK next to specwatch does: its `agents` package in place of ours
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "__init__.py").write_text("from agents.run import Runner  # the SDK's own\n")
+    (tmp_path / "agents" / "run.py").write_text("class Runner: ...\n")
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from app.cli.main import main; sys.exit(main())"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "agent", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "is not specwatch's" in proc.stderr and "virtual environment of its own" in proc.stderr

@@ -32,6 +32,7 @@ STANDALONE: dict[str, str] = {
     "status": "app.cli.oncall",
     "incidents": "app.cli.oncall",
 }
+SERVER_HINT = "the server's commands need its packages: pip install 'specwatch[server]'"
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -44,14 +45,50 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
     only = STANDALONE.get(words[0]) if words else None
+    missing = []
     for name in (only,) if only else COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        try:
+            importlib.import_module(name).register(sub)
+        except ModuleNotFoundError as exc:
+            # a GPU host that installed the agent alone (`pip install specwatch`) lacks the server's packages:
+            # their commands are left out and named, rather than every command failing
+            if not exc.name or exc.name.partition(".")[0] in ("app", "agents"):
+                raise
+            missing.append(exc.name.partition(".")[0])
+    if missing:
+        parser.epilog = f"{SERVER_HINT} (missing: {', '.join(sorted(set(missing)))})"
+    if words and words[0] not in sub.choices and missing:
+        raise CommandError(f"`specwatch {words[0]}` is not available here: {parser.epilog}")
     return parser
+
+
+def agent_main(argv: Sequence[str] | None = None) -> int:
+    """``specwatch-agent ARGS`` = ``specwatch agent ARGS``: the command a GPU host's unit file runs, which loads
+    the agent's modules and none of the server's (tests/test_release.py checks the import closure)."""
+    return main(["agent", *(sys.argv[1:] if argv is None else argv)])
+
+
+def check_own_agents() -> None:
+    """``agents`` is a name other distributions install too (the openai-agents SDK does); pip lets the later one
+    overwrite the earlier's files. Say so in one sentence rather than fail on some import later
+    (docs/dependencies.md: why the top-level names stay, and the mitigation)."""
+    import agents
+
+    if getattr(agents, "__version__", None) != __version__:
+        raise CommandError(
+            f"the `agents` package at {getattr(agents, '__file__', '?')} is not specwatch's (another "
+            "distribution installs one of that name): install specwatch in a virtual environment of its own"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv, launch = split_launch(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser(argv)
+    try:
+        check_own_agents()
+        parser = build_parser(argv)
+    except CommandError as exc:
+        print(f"specwatch: {exc}", file=sys.stderr)
+        return exc.exit_code
     args = parser.parse_args(argv)
     if launch is not None:
         args.launch = launch
@@ -71,6 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(f"specwatch: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:
+        # a command that imports the server's packages when it runs, on a host that installed the agent alone
+        if not exc.name or exc.name.partition(".")[0] in ("app", "agents"):
+            raise
+        print(f"specwatch: `specwatch {args.command}` needs {exc.name}: {SERVER_HINT}", file=sys.stderr)
+        return 2
 
 
 def split_launch(argv: list[str]) -> tuple[list[str], list[str] | None]:
