@@ -19,7 +19,7 @@ ENV PYTHONUNBUFFERED=1 \
     SPECWATCH_PORT=8000 \
     SPECWATCH_DATA_DIR=/var/lib/specwatch
 COPY --from=build /dist/*.whl /tmp/
-RUN for w in /tmp/*.whl; do pip install "$w[server]"; done && rm /tmp/*.whl \
+RUN pip install "$(echo /tmp/*.whl)[server]" && rm /tmp/*.whl \
     && useradd --system --uid 10001 --home-dir /var/lib/specwatch --create-home specwatch
 USER specwatch
 WORKDIR /var/lib/specwatch

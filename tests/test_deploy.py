@@ -76,7 +76,9 @@ def test_proxy_balances_exactly_the_servers_and_streams_live_updates() -> None:
 def test_dockerfile_builds_the_wheel_and_runs_unprivileged_with_a_health_check() -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", text, re.M)
-    assert "python -m build --wheel" in text and "pip install /tmp/*.whl" in text
+    assert (
+        "python -m build --wheel" in text and 'pip install "$(echo /tmp/*.whl)[server]"' in text
+    )  # the server: the wheel with its extra
     assert re.search(r"^USER specwatch$", text, re.M) and "HEALTHCHECK" in text and "/healthz" in text
     assert 'ENTRYPOINT ["specwatch"]' in text
     ignored = (ROOT / ".dockerignore").read_text().split()
