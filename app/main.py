@@ -27,9 +27,10 @@ from app.access.users import AccessControl
 from app.api import docs as apidocs
 from app.api import health, openapi
 from app.api import prometheus as promexport
-from app.api.read import ingest_router, read_router
+from app.api.read import read_router
 from app.detector.job import DetectorService
 from app.ingest.cache import IngestCache
+from app.ingest.http import ingest_router
 from app.ingest.queue import IngestWriter
 from app.jobs import leader, partitions, retention, rollups
 from app.jobs.background import Job, Leadership, run_job

@@ -1,94 +1,22 @@
-"""The JSON API: agent ingest and the read API the dashboard shares with users."""
+"""The read API the dashboard shares with users (agent ingest is app/ingest/http.py)."""
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
-from pydantic import TypeAdapter
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from agents import wire
-from app.api.bodies import JsonBodyRoute, unprocessable
 from app.api.locate import rank_location
-from app.ingest.batches import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
 from app.store import models
 
-
-async def authenticate_agent(request: Request) -> None:
-    """401 before a byte of the body is read, decompressed or validated (anonymous clients get no schema
-    errors, and cost the server next to nothing)."""
-    token = _bearer(request.headers.get("authorization"))
-    if not await request.app.state.agent_gate.allows(token, time.time()):
-        raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
-
-
-class IngestRoute(JsonBodyRoute):
-    before_body = staticmethod(authenticate_agent)
-
-
-ingest_router = APIRouter(route_class=IngestRoute)
-_ACK = TypeAdapter(wire.IngestAck)
 read_router = APIRouter(prefix="/api/v1")
 
 
 def sessions(request: Request) -> sessionmaker[Session]:
     factory: sessionmaker[Session] = request.app.state.sessions
     return factory
-
-
-def _bearer(authorization: str | None) -> str:
-    if not authorization or not authorization.lower().startswith("bearer "):
-        raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-    return authorization[7:].strip()
-
-
-@ingest_router.post(
-    "/api/v1/ingest",
-    response_model=wire.IngestAck,
-    responses={
-        401: {"description": "missing or unknown token"},
-        403: {"description": "token belongs to another host"},
-        413: {"description": "body too large"},
-        422: {"description": "invalid batch"},
-        503: {"description": "database unavailable; retry"},
-    },
-)
-async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
-    """Store one batch from one agent, all or nothing, authorised by the host's token
-    (``Authorization: Bearer …``). Re-sending an acknowledged batch is harmless. The answer comes once the
-    batch is committed (group commit: app/ingest/queue.py)."""
-    token = _bearer(request.headers.get("authorization"))
-    app_state = request.app.state
-    now = time.time()
-    t0 = time.perf_counter()
-    try:
-        settings = app_state.settings
-        offset = clock_offset(
-            request.headers.get(SENT_AT_HEADER),
-            now,
-            settings.clock_correct_above_s,
-            settings.max_clock_skew_s,
-        )
-        shift_times(batch, offset)
-        check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
-    except BatchRejected as exc:
-        raise unprocessable(exc.loc, str(exc)) from exc
-    stored = await app_state.ingest_writer.store(token, batch, now)
-    for hook in getattr(app_state, "after_ingest", []):
-        hook(batch, stored.result, now)
-    app_state.ingest_stats.observe(batch, stored.result, time.perf_counter() - t0)
-    ack = wire.IngestAck(
-        seq=batch.seq,
-        duplicate=stored.result.duplicate,
-        stored=stored.result.stored,
-        server_time=now,
-        clock_offset_s=round(offset, 3),
-        stack_requests=stored.stack_requests,
-    )
-    return Response(_ACK.dump_json(ack), media_type="application/json")
 
 
 @read_router.get("/hosts")
