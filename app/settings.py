@@ -78,7 +78,11 @@ class Settings(BaseSettings):
         description="PostgreSQL: daily partitions of the sample and event tables are created this many days "
         "ahead (by the pruning job); rows of a day without one wait in a default partition.",
     )
-    detect_interval_s: float = Field(2.0, description="Period of the detector tick.")
+    detect_interval_s: float = Field(
+        1.0,
+        description="Period of the detector tick (every tick adds up to one period to each detection; a tick of 8,192 "
+        "ranks costs ~0.1 s of CPU: benchmarks/detector_tick.py).",
+    )
     detect: DetectConfig = Field(
         default_factory=DetectConfig,
         description="Detection thresholds (docs/detection.md); e.g. SPECWATCH_DETECT__STALL_SERVING_S=30.",

@@ -54,8 +54,9 @@ class ScenarioResult:
 
 
 def run_scenario(
-    name: str, cfg: DetectConfig | None = None, seed: int = 0, tick_s: float = 2.0, scrape_s: float = 5.0
+    name: str, cfg: DetectConfig | None = None, seed: int = 0, tick_s: float = 1.0, scrape_s: float = 5.0
 ) -> ScenarioResult:
+    """``tick_s``: the detector's period, as the server's ``detect_interval_s`` (its default)."""
     from agents.logparse import LogParser
     from agents.sim import SimCluster, load_scenario
 
@@ -245,10 +246,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CommandError(f"no scenario named {', '.join(unknown)} (have: {', '.join(scenario_names())})")
     from app.settings import Settings
 
-    cfg = Settings().detect  # SPECWATCH_DETECT__* apply: evaluate a threshold change before deploying it
+    settings = Settings()
+    cfg = settings.detect  # SPECWATCH_DETECT__* apply: evaluate a threshold change before deploying it
     results = []
     for n in names:
-        results.append(run_scenario(n, cfg=cfg, seed=args.seed))
+        results.append(run_scenario(n, cfg=cfg, seed=args.seed, tick_s=settings.detect_interval_s))
         if not args.json:
             print(f"  ran {n}", file=sys.stderr)
     ok = passed(results)
