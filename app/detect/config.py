@@ -75,7 +75,17 @@ class DetectConfig(BaseModel):
     stall_serving_s: float = Field(
         15.0,
         description="Requests running or queued but no decode batch and no generated token for this long: "
-        "stalled_serving.",
+        "stalled_serving (with logs alone, or before the server's cadence is known).",
+    )
+    stall_cadence_factor: float = Field(
+        4.0,
+        description="Sooner where the server's own cadence says so: a silence this many times the longest of "
+        "its recent gaps between batch lines (while requests ran), once a report newer than the last batch "
+        "(a /metrics scrape, a stats line) still shows requests waiting. Such a stall opens without the "
+        "open_after_s hysteresis: the later report already confirmed it.",
+    )
+    stall_serving_min_s: float = Field(
+        8.0, description="The cadence rule never calls a stall before this long without a batch."
     )
     divergence_s: float = Field(
         60.0, description="A rank behind its progressing peers (phase or NCCL work count) for this long."

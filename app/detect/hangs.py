@@ -252,7 +252,8 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
     marks = [t for t in (st.last_decode_at, st.gen_tokens_rise_at, st.ready_at) if t is not None]
     marks = marks or serving_since[:1]
     last = max(marks) if marks else None
-    if last is None or now - last <= cfg.stall_serving_s:
+    limit = serving_limit(st, last, cfg)
+    if last is None or now - last <= limit:
         return None
     culprits, ev, reason = odd_one_out(live, now, cfg, with_milestones=False)
     body = [
@@ -286,9 +287,23 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         ranks=culprits or sorted(r.label for r in live),
         evidence=body[:MAX_EVIDENCE],
         stack_requests=_stack_requests(live, culprits),
-        since=last + cfg.stall_serving_s,
+        since=last + limit,
         phase="serving",
+        # the server's cadence and a report after the silence began already held the evidence over time
+        settled=limit < cfg.stall_serving_s,
     )
+
+
+def serving_limit(st: LaunchState, last: float | None, cfg: DetectConfig) -> float:
+    """How long a busy server may go without a batch: ``stall_serving_s``, or a few of its own recent gaps
+    between batch lines (SGLang logs every 40 decode steps, ~1 s under load; vLLM every 10 s) once a report
+    newer than the last batch says requests still wait. Without that fresh report (logs alone: the last
+    line's #running-req may be requests that finished since) the silence proves nothing sooner."""
+    fresh = last is not None and st.load_seen_at is not None and st.load_seen_at > last
+    if not fresh or len(st.decode_gaps) < 4:
+        return cfg.stall_serving_s
+    cadence = cfg.stall_cadence_factor * max(st.decode_gaps)
+    return min(cfg.stall_serving_s, max(cfg.stall_serving_min_s, cadence))
 
 
 def confirmed_signals(st: LaunchState) -> list[tuple[str | None, Signal]]:

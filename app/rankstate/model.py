@@ -169,6 +169,9 @@ class LaunchState:
     draft_model_type: str | None = None
     # launch-level serving progress (the stats rank logs for the whole server)
     last_decode_at: float | None = None
+    # seconds between the last batch lines that came while requests ran: the engine's own cadence, which
+    # says how long a silence is unusual for this server (not persisted: a new leader starts cautious)
+    decode_gaps: list[float] = field(default_factory=list)
     running_req: int | None = None
     queue_req: int | None = None
     load_seen_at: float | None = None  # last time running/queued numbers were reported

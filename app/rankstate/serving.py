@@ -25,6 +25,7 @@ from app.rankstate.model import (
 
 # accept length that counts as speculation working, remembered per batch size to recognise "off by design"
 GOOD_ACCEPT_LEN = 1.5
+DECODE_GAPS = 16  # batch-line gaps remembered: ~20 s of a busy SGLang server, minutes of vLLM's 10 s lines
 
 
 def _int(v: Any) -> int | None:
@@ -56,6 +57,9 @@ def drafted_tokens(ev: wire.Event) -> int | None:
 def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
     f = ev.fields
     running, queued = _int(f.get("running_req")), _int(f.get("queue_req"))
+    if produced(ev) and st.last_decode_at is not None and ev.ts > st.last_decode_at and (st.running_req or 0) > 0:
+        # a gap while requests ran (an idle server's silence says nothing about its cadence)
+        _remember(st.decode_gaps, ev.ts - st.last_decode_at, DECODE_GAPS)
     if running is not None:
         st.running_req = running
         st.load_seen_at = ev.ts

@@ -1,0 +1,54 @@
+"""The detector's faster paths (docs/detection.md, "How fast"): each calls a stall sooner only on evidence the
+slower rule lacked, and each has its quiet counterpart here."""
+
+from __future__ import annotations
+
+from app.detect import DetectConfig
+from tests.detect_scenarios import Cluster
+from tests.test_detect import serving_load
+
+
+def _stuck_with(running: int, metrics: bool):
+    def stuck(c: Cluster) -> None:
+        for lab in c.labels:
+            c.gpu(lab, 0, 80, 130)
+            c.proc(lab)
+        if metrics:  # /metrics still answers: requests running, the token counter frozen
+            c.metric("sglang:num_running_reqs", running)
+            c.metric("sglang:generation_tokens_total", 60_000)
+
+    return stuck
+
+
+def test_a_busy_server_silent_for_a_few_of_its_own_batch_gaps_is_stalled_at_once() -> None:
+    c = Cluster()
+    c.boot()
+    c.run(60, serving_load, tick=1.0)
+    stop = c.t
+    c.run(30, _stuck_with(32, metrics=True), tick=1.0)
+    (d,) = c.opened("stalled_serving")
+    cfg = DetectConfig()
+    # one batch line a second: the floor (8 s), not the 15 s, and no hysteresis on top (a later scrape confirmed it)
+    assert d.at - stop <= cfg.stall_serving_min_s + 1.0 < cfg.stall_serving_s
+    assert d.finding is not None and d.finding.settled
+
+
+def test_without_a_report_after_the_last_batch_the_silence_waits_the_whole_interval() -> None:
+    # logs alone: the last line's "#running-req: 32" may be requests that finished since; nothing says they wait
+    c = Cluster()
+    c.boot()
+    c.run(60, serving_load, tick=1.0)
+    stop = c.t
+    c.run(40, _stuck_with(32, metrics=False), tick=1.0)
+    (d,) = c.opened("stalled_serving")
+    assert d.at - stop >= DetectConfig().stall_serving_s
+
+
+def test_a_pause_shorter_than_the_floor_on_a_fast_server_stays_quiet() -> None:
+    # a long prefill holding decode for 6 s while /metrics shows requests: not a stall
+    c = Cluster()
+    c.boot()
+    for _ in range(5):
+        c.run(30, serving_load, tick=1.0)
+        c.run(6, _stuck_with(32, metrics=True), tick=1.0)
+    assert c.opened() == []
