@@ -52,3 +52,39 @@ def test_a_pause_shorter_than_the_floor_on_a_fast_server_stays_quiet() -> None:
         c.run(30, serving_load, tick=1.0)
         c.run(6, _stuck_with(32, metrics=True), tick=1.0)
     assert c.opened() == []
+
+
+def _busy(c: Cluster) -> None:
+    for lab in c.labels:
+        c.gpu(lab, 90, 600, 130)
+        c.proc(lab, state="R", cpu=100)
+
+
+def _decode(c: Cluster, accept_len: float) -> None:
+    c.ev("decode_batch", "TP0", running_req=16, queue_req=0, accept_len=accept_len)
+
+
+def test_low_acceptance_is_called_on_five_reports_and_not_on_four() -> None:
+    c = Cluster()
+    c.boot()
+    c.run(20, _busy, tick=1.0)
+    for _ in range(4):
+        c.run(1, lambda c: (_busy(c), _decode(c, 1.0)), tick=1.0)
+    c.run(60, _busy, tick=1.0)
+    assert c.opened("low_acceptance") == [], "four reports are not yet evidence"
+    at = c.t
+    c.run(1, lambda c: (_busy(c), _decode(c, 1.0)), tick=1.0)
+    c.run(10, _busy, tick=1.0)
+    (d,) = c.opened("low_acceptance")
+    assert d.at - at <= DetectConfig().open_after_s + 1.0
+
+
+def test_one_vllm_line_covering_hundreds_of_drafted_tokens_opens_without_hysteresis() -> None:
+    c = Cluster()
+    c.boot()
+    c.run(20, _busy, tick=1.0)
+    at = c.t
+    c.ev("decode_batch", "TP0", engine="vllm", running_req=16, gen_throughput=900.0, accept_rate=0.0, drafted=480)
+    c.run(5, _busy, tick=1.0)
+    (d,) = c.opened("low_acceptance")
+    assert d.at - at <= 1.0 and d.finding is not None and d.finding.settled

@@ -94,7 +94,9 @@ class DetectConfig(BaseModel):
     low_accept_len: float = Field(1.3, description="Accept length at or below this is 'near 1' (no gain).")
     low_accept_rate: float = Field(0.05, description="Accept rate at or below this is 'near 0'.")
     low_accept_min_reports: int = Field(
-        8, description="Decode reports needed in the window before low acceptance is called."
+        5,
+        description="Decode reports needed in the window before low acceptance is called (an SGLang report "
+        "covers 40 decode steps: five are 200 verify steps).",
     )
     low_accept_min_drafted: int = Field(
         200,

@@ -347,6 +347,8 @@ def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | 
         evidence=body,
         severity="warning",
         since=lows[0].ts,
+        # hundreds of drafted tokens already measured it over an interval (vLLM's next line is 10 s away)
+        settled=drafted >= cfg.low_accept_min_drafted,
     )
     for enrich in ENRICHERS.get("low_acceptance", []):
         f.evidence.extend(enrich(st, f))
