@@ -88,3 +88,19 @@ def test_one_vllm_line_covering_hundreds_of_drafted_tokens_opens_without_hystere
     c.run(5, _busy, tick=1.0)
     (d,) = c.opened("low_acceptance")
     assert d.at - at <= 1.0 and d.finding is not None and d.finding.settled
+
+
+def test_a_step_fall_of_acceptance_counts_from_the_minute_it_began() -> None:
+    from tests.test_drift import MIN, drifts, stream
+
+    # 3.4 for 20 minutes, then 2.2 at once (draft positions lost): low from the start of minute 20
+    c = Cluster(n=2)
+    c.boot()
+    step_at = c.t0 + 20 * MIN
+    # minute boundaries of the roll-up are the clock's: start the fall exactly on one
+    step_at -= step_at % MIN
+    c.run(40 * MIN, stream(lambda m, _b: 3.4 if c.t < step_at else 2.2), tick=1.0)
+    (d,) = c.opened("acceptance_drift")
+    sustain = DetectConfig().drift_sustain_s
+    assert step_at + sustain <= d.at <= step_at + sustain + 5, d.at - step_at - sustain
+    assert drifts(c)[0] == "open"

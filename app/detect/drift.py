@@ -189,8 +189,8 @@ def acceptance_drift(st: LaunchState, now: float, cfg: DetectConfig) -> Finding 
         win = low_run(h, base, cfg.drift_drop)
         if len(win.minutes) < cfg.drift_min_minutes or win.ratio > 1.0 - cfg.drift_drop:
             return None
-        if now - (win.minutes[0][0].start + MINUTE_S / 2) < cfg.drift_sustain_s:
-            return None  # not low for long enough yet (the first low minute counts from its middle)
+        if now - low_since(h, base, win, cfg.drift_drop) < cfg.drift_sustain_s:
+            return None  # not low for long enough yet
         ratios = [r for _, r in win.minutes]
         mean, sd = _mean_sd(ratios)
         z = (1.0 - mean) / math.sqrt(base.ratio_sd**2 / base.minutes + max(sd, SD_FLOOR) ** 2 / len(ratios))
@@ -220,6 +220,19 @@ def low_run(h: AcceptHistory, base: Baseline, drop: float) -> Window:
     if start is None:
         return Window()
     return compare([m for m in after if m.start >= start.start], base)
+
+
+def low_since(h: AcceptHistory, base: Baseline, win: Window, drop: float) -> float:
+    """When the low run began, to the minute's precision: the first low minute counts from its middle (a
+    gradual decay crossed the line somewhere inside it), or from its start when the minute just before it was
+    still near the baseline: a step fall (positions lost at once) came at that boundary, not half a minute
+    into it."""
+    first = win.minutes[0][0].start
+    before = [m for m in h.minutes if base.end <= m.start < first]
+    prev = compare(before[-1:], base).minutes
+    if prev and prev[0][0].start == first - MINUTE_S and prev[0][1] > 1.0 - drop / 2:
+        return first
+    return first + MINUTE_S / 2
 
 
 def _bucket_now(win: Window, bucket: int) -> float:
