@@ -3,8 +3,10 @@ slower rule lacked, and each has its quiet counterpart here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from app.detect import DetectConfig
-from tests.detect_scenarios import Cluster
+from tests.detect_scenarios import Cluster, idle_gpus
 from tests.test_detect import serving_load
 
 
@@ -104,3 +106,68 @@ def test_a_step_fall_of_acceptance_counts_from_the_minute_it_began() -> None:
     sustain = DetectConfig().drift_sustain_s
     assert step_at + sustain <= d.at <= step_at + sustain + 5, d.at - step_at - sustain
     assert drifts(c)[0] == "open"
+
+
+WAITING = """Thread 100 (idle): "MainThread"
+    all_reduce (torch/distributed/distributed_c10d.py:2806)
+    capture_one_batch_size (sglang/srt/model_executor/cuda_graph_runner.py:540)
+"""
+
+
+def _parked(odd_gpu: str | None) -> Callable[[Cluster], None]:
+    """Every rank quiet in capture; each rank's stack in the same all_reduce, dumped at 6 s and 8 s. With
+    ``odd_gpu``, the peers' GPUs spin in the kernel (~100% at idle power) and that rank's sits at 0%."""
+
+    def each(c: Cluster) -> None:
+        for lab in c.labels:
+            spin = odd_gpu is not None and lab != odd_gpu
+            c.gpu(lab, 100 if spin else 0, 65, 80)
+            c.proc(lab)
+        if c.t - c.start in (6, 8):  # type: ignore[attr-defined]
+            for pid in c.pids.values():
+                c.ev("stacks", None, WAITING, pid=pid, ok=True)
+
+    return each
+
+
+def _capturing() -> Cluster:
+    """Past the boot's GPU work (soft_progress_window_s), the ranks log "Capture cuda graph begin"."""
+    c = Cluster()
+    c.boot(through="capture")
+    c.run(DetectConfig().soft_progress_window_s + 1, idle_gpus, tick=1.0)
+    c.all("capture_begin", target="draft")
+    c.start = c.t  # type: ignore[attr-defined]
+    return c
+
+
+def test_ranks_parked_in_one_collective_while_one_gpu_never_launched_it_open_before_dead_quiet() -> None:
+    c = _capturing()
+    c.run(12, _parked("TP5"), tick=1.0)
+    (d,) = c.opened("suspected_deadlock")
+    assert d.finding is not None and d.finding.culprit == "TP5" and d.finding.settled
+    assert d.at - c.start < DetectConfig().dead_quiet_s / 2  # type: ignore[attr-defined]
+
+
+def test_ranks_parked_in_one_collective_with_every_gpu_idle_wait_for_dead_quiet() -> None:
+    # NCCL's communicator set-up or a slow rendezvous looks the same in the stacks: only time tells
+    c = _capturing()
+    c.run(DetectConfig().dead_quiet_s, _parked(None), tick=1.0)
+    assert c.opened() == []
+    c.run(10, _parked(None), tick=1.0)
+    assert len(c.opened("suspected_deadlock")) == 1, "past dead_quiet_s it is a stall all the same"
+
+
+def test_a_finished_shard_bar_no_longer_covers_a_rank_still_loading() -> None:
+    # rank 0's bar reached its end and most ranks logged "Load weight end": TP6, frozen mid-load, is not
+    # "loading" because of a bar that was never its own
+    from app.detect.hangs import loading_progress
+
+    c = Cluster()
+    c.boot(through="load_end")
+    for lab in c.labels:
+        c.ev("load_begin" if lab == "TP6" else "load_end", lab)
+    c.ev("shard_progress", None, "Loading safetensors checkpoint shards: 100% 64/64", done=64, total=64)
+    st = c.fleet.launches["L1"]
+    tp6 = st.ranks["TP6"]
+    assert tp6.phase == "loading_weights"
+    assert loading_progress(st, tp6, c.t, DetectConfig()) is None

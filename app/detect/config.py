@@ -30,6 +30,11 @@ class DetectConfig(BaseModel):
     soft_progress_window_s: float = Field(
         15.0, description="How recent memory/disk/CPU/GPU activity must be to count as legitimate work."
     )
+    odd_cpu_recent_s: float = Field(
+        5.0,
+        description="A rank whose GPU sits idle while its peers' GPUs spin in a collective is doing honest CPU "
+        "work (not hung) if its CPU was busy this recently.",
+    )
     dead_quiet_s: float = Field(
         20.0,
         description="Every rank of a starting launch quiet this long with no sign of work at all (memory, disk "
@@ -44,15 +49,18 @@ class DetectConfig(BaseModel):
         "PyTorch's 480-600 s timeouts.",
     )
     stack_quiet_s: float = Field(
-        6.0,
+        2.0,
         description="Every rank of a starting launch quiet this long: the agent is asked for a stack dump of "
         "every rank. Stacks that split (most ranks waiting in torch.distributed, a few elsewhere) open the "
         "incident without waiting for dead_quiet_s; every rank idle in the same place outside "
         "torch.distributed (a job waiting by design) keeps it quiet. A split must show in two rounds of dumps "
-        "(stack_repeat_s apart) before it counts.",
+        "(stack_repeat_s apart) before it counts; so must every rank parked in one collective while the GPUs "
+        "name the rank that never launched it (peers spinning, one idle).",
     )
     stack_repeat_s: float = Field(
-        3.0, description="While a launch stays quiet, how often its ranks' stacks are asked for again."
+        2.0,
+        description="While a launch stays quiet, how often its ranks' stacks are asked for again (a py-spy dump "
+        "costs a rank a few milliseconds; asks stop once two rounds agree or the launch moves).",
     )
     stack_wait_s: float = Field(
         10.0,

@@ -82,7 +82,7 @@ def odd_one_out(
         rules.append(lambda: behind_in_milestones(ranks))
     rules += [
         lambda: behind_in_nccl(ranks),
-        lambda: _idle_among_spinners(ranks, cfg),
+        lambda: idle_among_spinners(ranks, cfg),
         lambda: _odd_proc_state(ranks),
         lambda: _busy_among_waiters(ranks, now, cfg),
     ]
@@ -131,7 +131,7 @@ def behind_in_nccl(ranks: list[RankState]) -> tuple[list[str], str]:
     return [], ""
 
 
-def _idle_among_spinners(ranks: list[RankState], cfg: DetectConfig) -> tuple[list[str], str]:
+def idle_among_spinners(ranks: list[RankState], cfg: DetectConfig) -> tuple[list[str], str]:
     spin = [r for r in ranks if spinning(r, cfg)]
     still = [r for r in ranks if idle(r, cfg)]
     if spin and still and len(still) < len(spin) and len(spin) + len(still) == len(ranks):

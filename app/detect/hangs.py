@@ -19,6 +19,7 @@ from app.detect.culprit import (
     behind_in_nccl,
     cpu_busy,
     idle,
+    idle_among_spinners,
     odd_one_out,
     recent,
     signature,
@@ -56,9 +57,18 @@ def loading_progress(st: LaunchState, r: RankState, now: float, cfg: DetectConfi
         return "GPU memory rising"
     if recent(r.io_rise_at, now, w):
         return "disk reads rising"
-    if r.last_milestone == "load_begin" and recent(st.shard_progress_at, now, w):
+    if r.last_milestone == "load_begin" and recent(st.shard_progress_at, now, w) and not _most_loaded(st):
         return "checkpoint shards loading"
     return None
+
+
+def _most_loaded(st: LaunchState) -> bool:
+    """Most ranks logged "Load weight end": the shard bar (rank 0's) is over and says nothing of the rest."""
+    done = sum(1 for p in st.ranks.values() if p.last_milestone not in _NOT_LOADED)
+    return done * 2 > len(st.ranks)
+
+
+_NOT_LOADED = (None, "dist_init_begin", "dist_init_end", "load_begin")
 
 
 def quiet_for(r: RankState, now: float) -> float:
@@ -144,6 +154,12 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         said = "mixed"  # one round may have caught a straggler on its way into the collective: ask again
         if least <= cfg.dead_quiet_s:
             return _held(st, live)
+    # every rank's stack parked in one collective over two rounds, and the GPUs say who never launched it
+    # (peers spinning in the kernel, one idle and not on the CPU): as sharp as a split. Parked with idle GPUs
+    # all round is a slow rendezvous or NCCL's communicator set-up as much as a hang: dead_quiet_s decides
+    sharp = said == "split" or (
+        said == "parked" and stacks.verdict(before, labels)[0] == "parked" and _gpu_odd(live, now, cfg)
+    )
     fresh = taken is not None and now - taken <= cfg.stack_fresh_s
     on_cpu = {r for g in groups for r in g.active_ranks} if fresh else set()
     quiet: list[tuple[RankState, float, float]] = []
@@ -154,8 +170,8 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
             return None  # loading from slow storage, or computing: let it work
         if why:
             busy.append(r)
-        quiet.append((r, quiet_for(r, now), cfg.stack_quiet_s if said == "split" else cfg.dead_quiet_s))
-    if said != "split":
+        quiet.append((r, quiet_for(r, now), cfg.stack_quiet_s if sharp else cfg.dead_quiet_s))
+    if not sharp:
         if least <= cfg.dead_quiet_s:
             return _held(st, live)
         if not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in live):
@@ -232,13 +248,19 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         evidence=body[:MAX_EVIDENCE],
         # more rounds of stacks until two agree (or the picture is old): then the grouping is settled
         stack_requests=[]
-        if said == "split" or (fresh and stacks.depth(st.stacks, onset, labels) >= 2)
+        if sharp or (fresh and stacks.depth(st.stacks, onset, labels) >= 2)
         else _stack_requests(live, culprits),
         since=since,
         phase=phase,
-        settled=said == "split",
+        settled=sharp,
         wants_stacks=not groups and any(r.pid is not None for r in live),
     )
+
+
+def _gpu_odd(live: list[RankState], now: float, cfg: DetectConfig) -> bool:
+    odd, _ = idle_among_spinners(live, cfg)
+    by = {r.label: r for r in live}
+    return bool(odd) and not any(recent(by[o].cpu_busy_at, now, cfg.odd_cpu_recent_s) for o in odd)
 
 
 def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:

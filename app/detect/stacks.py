@@ -37,7 +37,7 @@ _DIST_FUNCTIONS = frozenset(
 )
 _IMPORTING = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
 
-Verdict = Literal["split", "together", "mixed"]
+Verdict = Literal["split", "together", "parked", "mixed"]
 
 
 @dataclass(slots=True)
@@ -163,7 +163,9 @@ def verdict(groups: list[StackGroup], labels: list[str]) -> tuple[Verdict | None
 
     split: most ranks wait in torch.distributed in one place and the rest are elsewhere (the odd ones).
     together: every rank in the same place outside torch.distributed (working or idle by design).
-    mixed: neither. None: not every rank has a dump yet."""
+    parked: every rank waiting in the same torch.distributed place (a collective nobody completes, or a
+    slow rendezvous: the stacks alone cannot tell which, nor who).
+    mixed: none of these. None: not every rank has a dump yet."""
     covered = {r for g in groups for r in g.ranks}
     if not labels or not set(labels) <= covered:
         return None, []
@@ -172,7 +174,7 @@ def verdict(groups: list[StackGroup], labels: list[str]) -> tuple[Verdict | None
     ]
     mine = [g for g in mine if g.ranks]
     if len(mine) == 1:
-        return ("together" if not mine[0].waiting else "mixed"), []
+        return ("together" if not mine[0].waiting else "parked"), []
     biggest = mine[0]
     odd = sorted((r for g in mine[1:] for r in g.ranks), key=ranklabel.sort_key)
     if biggest.waiting and len(odd) * 2 < len(labels) and len(biggest.ranks) > len(mine[1].ranks):
