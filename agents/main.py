@@ -3,7 +3,7 @@
 Sampling is scheduled on absolute deadlines (``start + k * interval``) so it never drifts; a tick that comes too
 late (the host was starved) is skipped and counted rather than bunched up. Every ``batch_interval`` the buffers
 become one batch (split if it would exceed the server's body limit), written to the spool before anything else
-happens. The log tailer's offsets after those lines ride in the same spool file (agent-local, never sent) and
+happens; so do they at once when stack dumps the server asked for are in (a suspected hang waits on them). The log tailer's offsets after those lines ride in the same spool file (agent-local, never sent) and
 are then committed to the tailer's own state; a restart takes whichever is newer, so a kill between the two
 writes neither repeats nor loses a line.
 """
@@ -127,6 +127,8 @@ class Agent:
         self._events: list[wire.Event] = []
         self._metrics: list[wire.MetricSample] = []
         self._announced = False
+        # stack dumps the server asked for wait in no queue: the batch they ride in is sent at once
+        self.answers_waiting = False
         self._agent = {
             "host": config.host,
             "agent_id": spool.agent_id,
@@ -176,7 +178,7 @@ class Agent:
                 if not self._announced:
                     self._announce(time.time())
                 t_flush = time.monotonic()
-                if t_flush >= next_batch:
+                if t_flush >= next_batch or self.answers_waiting:
                     self.flush(time.time())
                     while next_batch <= time.monotonic():
                         next_batch += cfg.batch_interval_s
@@ -242,7 +244,10 @@ class Agent:
         for extra in src.extra:
             self._events += self._guard(extra.describe(), extra.collect, now) or []
         if src.stacks is not None:
-            self._events += src.stacks.drain()
+            answers = src.stacks.drain()
+            self._events += answers
+            # a suspicion is waiting on them (two rounds decide a hang): a batch interval later is seconds lost
+            self.answers_waiting = self.answers_waiting or bool(answers)
 
     def _guard(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         """A collector that raises loses its reading for this tick, never the agent."""
@@ -322,6 +327,7 @@ class Agent:
                 )
             )
         events, self._events = self._events, []
+        self.answers_waiting = False
         chunks = split(events)
         offsets = self._guard("log offsets", self.src.logs.pending_offsets) if self.src.logs else None
         seq, durable = -1, True

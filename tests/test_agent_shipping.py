@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from agents import wire
-from agents.collectors.stacks import StackDumper, top_frame
+from agents.collectors.stacks import StackDumper, stacks_event, top_frame
 from agents.main import Agent, AgentConfig, Sources
 from agents.shipper import Shipper
 from agents.spool.store import QUARANTINE, Spool
@@ -181,6 +182,54 @@ def test_stack_requests_in_an_ack_come_back_as_a_stacks_event(tmp_path: Path) ->
     finally:
         victim.kill()
         victim.wait()
+
+
+class _Answers:
+    """A stack source whose dump for pid 41 is ready after the first tick (as py-spy's thread finishes)."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    def request(self, pids: list[int]) -> None:
+        pass
+
+    def drain(self) -> list[wire.Event]:
+        self.ticks += 1
+        return [stacks_event(41, time.time(), WAITING_DUMP)] if self.ticks == 2 else []
+
+    def describe(self) -> str:
+        return "stack dumps: test"
+
+    def close(self) -> None:
+        pass
+
+
+WAITING_DUMP = 'Thread 41 (idle): "MainThread"\n    all_reduce (torch/distributed/distributed_c10d.py:3252)\n'
+
+
+def test_stack_dumps_ship_at_once_not_at_the_next_batch_interval(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    cfg = AgentConfig(host=HOST, deployment="d", interval_s=0.2, batch_interval_s=60.0, duration_s=3.0)
+    agent = Agent(cfg, spool, Shipper(spool, "http://127.0.0.1:9", "t"), Sources(stacks=_Answers()))
+    stop = threading.Event()
+    runner = threading.Thread(target=agent.run, args=(stop,))
+    runner.start()
+    try:
+
+        def shipped() -> list[dict[str, Any]]:
+            newest = spool.newest()
+            if newest is None:
+                return []
+            batch = orjson.loads(gzip.decompress(newest.path.read_bytes()))
+            return [e for e in batch["events"] if e["kind"] == "stacks"]
+
+        deadline = time.time() + 2.5  # well inside the 60 s batch interval, and before --duration ends it
+        while time.time() < deadline and not shipped():
+            time.sleep(0.05)
+        assert shipped(), "the answer waited for the batch interval"
+    finally:
+        stop.set()
+        runner.join(20)
 
 
 def test_top_frame_of_a_py_spy_dump() -> None:
