@@ -1,0 +1,189 @@
+"""How soon a real torch.distributed hang becomes an incident, and its grouped stacks show on the incident page.
+
+Real `torchrun` jobs (4 gloo ranks, tests/torchjob.py, torch's CPU build) each under a real `specwatch agent
+--launch` feeding one real `specwatch serve` (SQLite), real py-spy, no GPU; one job at a time, so the figures
+are the detector's, not a queue of five jobs on a shared box. Per repetition and mode:
+
+- stall -> incident: from the moment all four ranks printed "joined" (they then enter the collective the odd
+  rank never joins) to the incident's ``opened_at``;
+- incident -> stacks on its page: from ``opened_at`` to the incident page's "Stacks" heading naming the odd
+  rank's frame (the page polled every 0.2 s once the incident is listed).
+
+Modes: ``busy`` (rank2 spins in Python), ``stall`` (rank2 sleeps outside any collective), ``preinit`` (rank2
+never calls init_process_group: measured from the job's start, torch's import included).
+
+    python benchmarks/torch_detect_latency.py [--reps 3] [--modes busy,stall] [--env NAME=VALUE ...]
+
+Server and agent run with their defaults (detector tick, agent intervals) unless ``--env`` / ``--agent-arg``
+say otherwise: the figures are what a deployment gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from tests.support import ServerProcess, cli, free_port, is_leader, wait_for  # noqa: E402
+
+JOB = ROOT / "tests" / "torchjob.py"
+ODD = 2
+# the odd rank's frame each mode's stacks must show on the page
+ODD_FRAME = {"busy": "rank2 in spin", "stall": "rank2 in wait_forever", "preinit": "rank2 in wait_forever"}
+
+
+def tokens(db_url: str, hosts: list[str]) -> dict[str, str]:
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from app.auth import create_token
+
+    eng = create_engine(db_url)
+    with Session(eng) as s:
+        out = {h: create_token(s, h) for h in hosts}
+        s.commit()
+    eng.dispose()
+    return out
+
+
+def api(server: ServerProcess, path: str, **params: Any) -> Any:
+    r = httpx.get(server.base_url + "/api/v1" + path, params=params, timeout=10)
+    r.raise_for_status()
+    return r.json()
+
+
+def hang_incident(server: ServerProcess, host: str) -> dict[str, Any] | None:
+    found = api(server, "/launches", deployment=host)
+    if not found:
+        return None
+    for inc in api(server, "/incidents", launch_id=found[0]["id"]):
+        if inc["kind"] in ("suspected_deadlock", "nccl_timeout") and inc["status"] == "open":
+            return dict(inc)
+    return None
+
+
+def page_stacks(server: ServerProcess, inc_id: int) -> str | None:
+    html = httpx.get(f"{server.base_url}/incidents/{inc_id}", timeout=10).text
+    m = re.search(r"<h2>Stacks <span class=\"muted\">— ([^<]*)</span>", html)
+    return m.group(1) if m else None
+
+
+def run_one(
+    server: ServerProcess, host: str, token: str, mode: str, spool: Path, agent_args: list[str]
+) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "SPECWATCH_TOKEN": token,
+        "JOB_ODD_RANK": str(ODD),
+    }
+    cmd = [
+        sys.executable, "-m", "app", "agent", "--server", server.base_url, "--host", host,
+        "--deployment", host, "--sources", "logs,procs,stacks", "--spool", str(spool), "--log-tz", "UTC",
+        *agent_args,
+        "--launch", "--", sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
+        "--master-port", str(free_port()), str(JOB), mode,
+    ]  # fmt: skip
+    started = time.time()
+    agent = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    out: dict[str, Any] = {"mode": mode}
+    try:
+
+        def joined() -> float | None:
+            logs = sorted((spool / "launch-logs").glob("*.log"))
+            text = logs[0].read_text(errors="replace") if logs else ""
+            return time.time() if len(re.findall(r"rank \d: joined", text)) >= 4 else None
+
+        onset = started if mode == "preinit" else wait_for("the ranks to join", joined, 180, every=0.1)
+        inc = wait_for("the hang incident", lambda: hang_incident(server, host), 180, every=0.2)
+        seen = time.time()
+        out["incident_s"] = inc["opened_at"] - onset
+        out["listed_after_open_s"] = seen - inc["opened_at"]
+        out["culprit"] = inc.get("culprit")
+        want = ODD_FRAME[mode]
+        sentence = wait_for(
+            "the stacks on the page",
+            lambda: (s if (s := page_stacks(server, inc["id"])) and want in s else None),
+            60,
+            every=0.2,
+        )
+        out["stacks_s"] = max(0.0, time.time() - inc["opened_at"])
+        out["stacks"] = sentence
+    finally:
+        try:
+            os.killpg(agent.pid, signal.SIGTERM)
+            agent.wait(timeout=40)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(agent.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            agent.wait()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--modes", default="busy,stall")
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server (repeatable)")
+    ap.add_argument("--agent-arg", action="append", default=[], help="extra agent argument (repeatable)")
+    args = ap.parse_args()
+    modes = args.modes.split(",")
+    base = Path(tempfile.mkdtemp(prefix="torch-latency-"))
+    db_url = f"sqlite:///{base / 'specwatch.db'}"
+    cli("db", "upgrade", "--database-url", db_url)
+    hosts = [f"torch-{m}-{i}" for i in range(args.reps) for m in modes]
+    toks = tokens(db_url, hosts)
+    env = dict(e.split("=", 1) for e in args.env)
+    server = ServerProcess(db_url, env=env).start()
+    results: list[dict[str, Any]] = []
+    try:
+        wait_for("the server to lead", lambda: is_leader(server), timeout=180, every=0.5)
+        for i in range(args.reps):
+            for m in modes:
+                host = f"torch-{m}-{i}"
+                r = run_one(server, host, toks[host], m, base / host, args.agent_arg)
+                results.append(r)
+                print(
+                    f"{host}: stall -> incident {r['incident_s']:.1f} s (culprit {r['culprit']}, listed "
+                    f"{r['listed_after_open_s']:.1f} s after opening); incident -> stacks on page "
+                    f"{r['stacks_s']:.1f} s: {r['stacks']}",
+                    flush=True,
+                )
+    finally:
+        server.stop()
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+    for m in modes:
+        inc = [r["incident_s"] for r in results if r["mode"] == m]
+        stk = [r["stacks_s"] for r in results if r["mode"] == m]
+        print(
+            f"{m}: stall -> incident median {statistics.median(inc):.1f} s (max {max(inc):.1f}); "
+            f"incident -> stacks median {statistics.median(stk):.1f} s (max {max(stk):.1f}); n={len(inc)}"
+        )
+    inc = [r["incident_s"] for r in results if r["mode"] != "preinit"]
+    stk = [r["stacks_s"] for r in results]
+    if inc:
+        print(f"all stall modes: stall -> incident median {statistics.median(inc):.1f} s (goal <= 15)")
+    print(f"all: incident -> stacks median {statistics.median(stk):.1f} s (goal <= 10)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
