@@ -119,7 +119,7 @@ def run_one(
         want = ODD_FRAME[mode]
         sentence = wait_for(
             "the stacks on the page",
-            lambda: (s if (s := page_stacks(server, inc["id"])) and want in s else None),
+            lambda: s if (s := page_stacks(server, inc["id"])) and want in s else None,
             60,
             every=0.2,
         )

@@ -86,7 +86,15 @@ def test_one_vllm_line_covering_hundreds_of_drafted_tokens_opens_without_hystere
     c.boot()
     c.run(20, _busy, tick=1.0)
     at = c.t
-    c.ev("decode_batch", "TP0", engine="vllm", running_req=16, gen_throughput=900.0, accept_rate=0.0, drafted=480)
+    c.ev(
+        "decode_batch",
+        "TP0",
+        engine="vllm",
+        running_req=16,
+        gen_throughput=900.0,
+        accept_rate=0.0,
+        drafted=480,
+    )
     c.run(5, _busy, tick=1.0)
     (d,) = c.opened("low_acceptance")
     assert d.at - at <= 1.0 and d.finding is not None and d.finding.settled

@@ -57,7 +57,12 @@ def drafted_tokens(ev: wire.Event) -> int | None:
 def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
     f = ev.fields
     running, queued = _int(f.get("running_req")), _int(f.get("queue_req"))
-    if produced(ev) and st.last_decode_at is not None and ev.ts > st.last_decode_at and (st.running_req or 0) > 0:
+    if (
+        produced(ev)
+        and st.last_decode_at is not None
+        and ev.ts > st.last_decode_at
+        and (st.running_req or 0) > 0
+    ):
         # a gap while requests ran (an idle server's silence says nothing about its cadence)
         _remember(st.decode_gaps, ev.ts - st.last_decode_at, DECODE_GAPS)
     if running is not None:
