@@ -168,7 +168,7 @@ def test_ranks_parked_in_one_collective_with_every_gpu_idle_wait_for_dead_quiet(
 def test_a_finished_shard_bar_no_longer_covers_a_rank_still_loading() -> None:
     # rank 0's bar reached its end and most ranks logged "Load weight end": TP6, frozen mid-load, is not
     # "loading" because of a bar that was never its own
-    from app.detect.hangs import loading_progress
+    from app.detect.work import loading_progress
 
     c = Cluster()
     c.boot(through="load_end")

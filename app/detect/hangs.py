@@ -17,15 +17,13 @@ from app.detect.config import DetectConfig
 from app.detect.culprit import (
     behind,
     behind_in_nccl,
-    cpu_busy,
     idle,
-    idle_among_spinners,
     odd_one_out,
-    recent,
     signature,
 )
 from app.detect.engine_reports import ENGINE_STALL_SIGNALS, shm_repeat
 from app.detect.findings import Evidence, Finding, evidence, excerpt
+from app.detect.work import gpu_odd, quiet_for, serving_limit, working
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, Signal
 
 # The engines' own reports that a collective or a scheduler stopped: each opens (or confirms) the launch's
@@ -46,33 +44,6 @@ HANG_SIGNALS = {
 _SGLANG_WATCHDOG = frozenset({"watchdog_timeout", "watchdog_debug"})
 MAX_EVIDENCE = 24
 MAX_STACKS = 64  # ranks of a launch whose stacks one suspicion asks for
-
-
-def loading_progress(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
-    """Slow storage is not a hang: memory, disk reads or the shard bar still moving."""
-    if r.phase != "loading_weights" and not (r.phase == "stalled" and r.stalled_from == "loading_weights"):
-        return None
-    w = cfg.soft_progress_window_s
-    if recent(r.mem_rise_at, now, w):
-        return "GPU memory rising"
-    if recent(r.io_rise_at, now, w):
-        return "disk reads rising"
-    if r.last_milestone == "load_begin" and recent(st.shard_progress_at, now, w) and not _most_loaded(st):
-        return "checkpoint shards loading"
-    return None
-
-
-def _most_loaded(st: LaunchState) -> bool:
-    """Most ranks logged "Load weight end": the shard bar (rank 0's) is over and says nothing of the rest."""
-    done = sum(1 for p in st.ranks.values() if p.last_milestone not in _NOT_LOADED)
-    return done * 2 > len(st.ranks)
-
-
-_NOT_LOADED = (None, "dist_init_begin", "dist_init_end", "load_begin")
-
-
-def quiet_for(r: RankState, now: float) -> float:
-    return now - r.last_progress_at
 
 
 def _phase(r: RankState) -> str:
@@ -122,17 +93,6 @@ def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[s
     return _serving_stall(st, live, now, cfg)
 
 
-def working(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
-    """Legitimate work a quiet rank may be doing: loading (memory, disk, shards), GPU compute, or CPU (JIT)."""
-    if reason := loading_progress(st, r, now, cfg):
-        return reason
-    if recent(r.gpu_active_at, now, cfg.soft_progress_window_s):
-        return "GPU computing"
-    if cpu_busy(r, now, cfg):
-        return "CPU busy"
-    return None
-
-
 def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:
     """Every rank quiet, and either nobody works at all (fast path, ``dead_quiet_s``) or the per-phase
     expected interval ran out while only a minority burns CPU (a rank stuck in Python, not JIT on all).
@@ -158,7 +118,7 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
     # (peers spinning in the kernel, one idle and not on the CPU): as sharp as a split. Parked with idle GPUs
     # all round is a slow rendezvous or NCCL's communicator set-up as much as a hang: dead_quiet_s decides
     sharp = said == "split" or (
-        said == "parked" and stacks.verdict(before, labels)[0] == "parked" and _gpu_odd(live, now, cfg)
+        said == "parked" and stacks.verdict(before, labels)[0] == "parked" and gpu_odd(live, now, cfg)
     )
     fresh = taken is not None and now - taken <= cfg.stack_fresh_s
     on_cpu = {r for g in groups for r in g.active_ranks} if fresh else set()
@@ -257,12 +217,6 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
     )
 
 
-def _gpu_odd(live: list[RankState], now: float, cfg: DetectConfig) -> bool:
-    odd, _ = idle_among_spinners(live, cfg)
-    by = {r.label: r for r in live}
-    return bool(odd) and not any(recent(by[o].cpu_busy_at, now, cfg.odd_cpu_recent_s) for o in odd)
-
-
 def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: DetectConfig) -> Finding | None:
     # where serving was seen to begin: the ready line, a batch, or (an excerpt) a rank found serving
     serving_since = [r.phase_since for r in live if _phase(r) == "serving"]
@@ -314,18 +268,6 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         # the server's cadence and a report after the silence began already held the evidence over time
         settled=limit < cfg.stall_serving_s,
     )
-
-
-def serving_limit(st: LaunchState, last: float | None, cfg: DetectConfig) -> float:
-    """How long a busy server may go without a batch: ``stall_serving_s``, or a few of its own recent gaps
-    between batch lines (SGLang logs every 40 decode steps, ~1 s under load; vLLM every 10 s) once a report
-    newer than the last batch says requests still wait. Without that fresh report (logs alone: the last
-    line's #running-req may be requests that finished since) the silence proves nothing sooner."""
-    fresh = last is not None and st.load_seen_at is not None and st.load_seen_at > last
-    if not fresh or len(st.decode_gaps) < 4:
-        return cfg.stall_serving_s
-    cadence = cfg.stall_cadence_factor * max(st.decode_gaps)
-    return min(cfg.stall_serving_s, max(cfg.stall_serving_min_s, cadence))
 
 
 def confirmed_signals(st: LaunchState) -> list[tuple[str | None, Signal]]:

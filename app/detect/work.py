@@ -1,0 +1,67 @@
+"""Signs of legitimate work and of the engine's own pace, which decide how long a quiet launch may stay quiet:
+memory, disk reads and the shard bar while loading, GPU compute, CPU (JIT), a rank whose GPU never launched the
+collective its peers spin in, and a busy server's cadence of batch lines."""
+
+from __future__ import annotations
+
+from app.detect.config import DetectConfig
+from app.detect.culprit import cpu_busy, idle_among_spinners, recent
+from app.rankstate import LaunchState, RankState
+
+
+def loading_progress(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
+    """Slow storage is not a hang: memory, disk reads or the shard bar still moving."""
+    if r.phase != "loading_weights" and not (r.phase == "stalled" and r.stalled_from == "loading_weights"):
+        return None
+    w = cfg.soft_progress_window_s
+    if recent(r.mem_rise_at, now, w):
+        return "GPU memory rising"
+    if recent(r.io_rise_at, now, w):
+        return "disk reads rising"
+    if r.last_milestone == "load_begin" and recent(st.shard_progress_at, now, w) and not _most_loaded(st):
+        return "checkpoint shards loading"
+    return None
+
+
+def _most_loaded(st: LaunchState) -> bool:
+    """Most ranks logged "Load weight end": the shard bar (rank 0's) is over and says nothing of the rest."""
+    done = sum(1 for p in st.ranks.values() if p.last_milestone not in _NOT_LOADED)
+    return done * 2 > len(st.ranks)
+
+
+_NOT_LOADED = (None, "dist_init_begin", "dist_init_end", "load_begin")
+
+
+def quiet_for(r: RankState, now: float) -> float:
+    return now - r.last_progress_at
+
+
+def working(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str | None:
+    """Legitimate work a quiet rank may be doing: loading (memory, disk, shards), GPU compute, or CPU (JIT)."""
+    if reason := loading_progress(st, r, now, cfg):
+        return reason
+    if recent(r.gpu_active_at, now, cfg.soft_progress_window_s):
+        return "GPU computing"
+    if cpu_busy(r, now, cfg):
+        return "CPU busy"
+    return None
+
+
+def gpu_odd(live: list[RankState], now: float, cfg: DetectConfig) -> bool:
+    """The GPUs name a rank that never launched the collective its peers spin in, and it is not computing on
+    the CPU either (an honest CPU task before the collective would be)."""
+    odd, _ = idle_among_spinners(live, cfg)
+    by = {r.label: r for r in live}
+    return bool(odd) and not any(recent(by[o].cpu_busy_at, now, cfg.odd_cpu_recent_s) for o in odd)
+
+
+def serving_limit(st: LaunchState, last: float | None, cfg: DetectConfig) -> float:
+    """How long a busy server may go without a batch: ``stall_serving_s``, or a few of its own recent gaps
+    between batch lines (SGLang logs every 40 decode steps, ~1 s under load; vLLM every 10 s) once a report
+    newer than the last batch says requests still wait. Without that fresh report (logs alone: the last
+    line's #running-req may be requests that finished since) the silence proves nothing sooner."""
+    fresh = last is not None and st.load_seen_at is not None and st.load_seen_at > last
+    if not fresh or len(st.decode_gaps) < 4:
+        return cfg.stall_serving_s
+    cadence = cfg.stall_cadence_factor * max(st.decode_gaps)
+    return min(cfg.stall_serving_s, max(cfg.stall_serving_min_s, cadence))
