@@ -49,7 +49,7 @@ def tokens(db_url: str, hosts: list[str]) -> dict[str, str]:
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
-    from app.auth import create_token
+    from app.access.agent_tokens import create_token
 
     eng = create_engine(db_url)
     with Session(eng) as s:
