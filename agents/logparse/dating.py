@@ -29,6 +29,7 @@ class Dating:
         self.head_time = False
         self.head_rank = False
         self._cur = ""  # the line being parsed, wrappers removed
+        self._tasks = False  # a launcher's task label ("0: ", srun --label) was seen in front of a line
 
     def _ts(self, ts: float | None, now: float | None) -> float:
         if ts is not None:
@@ -59,6 +60,20 @@ class Dating:
         if self.last_ts is None and self.year is not None:
             return self.clock.epoch(self.year, mo, d, h, mi, sec, fr)
         return self.clock.no_year(mo, d, h, mi, sec, fr, self.last_ts, self._base(now))
+
+    def _cut_year(self, digits: str, now: float | None) -> int | None:
+        """The year a header cut at its front still shows the last digits of ("026" of 2026): the nearest year
+        ending in them to the one the log is read in (the last line's, the caller's, the reference date's)."""
+        if self.last_ts is not None:
+            ref: int | None = self.clock.local_date(self.last_ts).year
+        else:
+            day = self._base(now)
+            ref = self.year if self.year is not None else (day.year if day is not None else None)
+        if ref is None:
+            return None
+        mod = 10 ** len(digits)
+        year = ref - (ref - int(digits)) % mod  # the latest year <= ref that ends in those digits
+        return year + mod if ref - year > mod // 2 else year
 
     def _saw(self, head: str, ts: float | None, rank: bool) -> None:
         self.head = head
@@ -104,6 +119,13 @@ class Dating:
             s = cut
             if not s:
                 break
+        if extra and "task" in extra:
+            self._tasks = True
+        elif self._tasks and s[:1].isdigit() and (m := heads.TASK.match(s)):
+            # a launcher's task label ("0: ") is in front of every line once seen, traceback frames and
+            # exception lines included, which unwrap() alone does not take for a header
+            extra = {**extra, "task": int(m.group(1))} if extra else {"task": int(m.group(1))}
+            s = s[m.end() :]
         return s, extra, rank
 
     def _structured(self, s: str) -> bool:

@@ -41,6 +41,11 @@ DATED = re.compile(
     r"(?: - (?:[\w.<>-]{1,100} - )?(\w{1,10}) - | (?:\| )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
     r"(?: (\d{1,10}))?(?: \[[^\]]{0,200}\])? |((?: [A-Z][A-Z_]{0,10}\d{1,5}){1,8})\] | |\t)?"
 )
+# SGLang's dated header with its front cut off in a paste ("[2026-05-28 ..." -> "026-05-28 ..."): the year's last
+# digits, the time and the rank tags closing with "]" (the tags and the bracket make it SGLang's, not a stray date)
+CUT_DATED = re.compile(
+    r"(\d{1,3})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]{0,10}\d{1,5}){1,8})\] ?"
+)
 # vLLM: INFO 03-12 10:15:32 [loggers.py:123] msg  /  before 2025: INFO 02-03 13:14:04 llm_engine.py:706] msg
 VLLM = re.compile(
     r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?"
@@ -158,6 +163,8 @@ def unwrap(s: str) -> Wrapped:
                 elif m.re is PID_PREFIX:
                     fields.setdefault("pid", int(m.group(1)))
             s = s[m.end() :]
+        elif c == "*" and s.startswith("**"):  # markdown bold a reporter wrapped the line in ("**...**")
+            s = s[2:-2] if s.endswith("**") and len(s) > 4 else s[2:]
         elif c in _PANEL:  # a terminal UI's box ("│ INFO 03-21 ...   │"): tilt, k9s, rich panels
             s = s[1:].strip(" " + _PANEL)
         elif c.isdigit():
@@ -205,6 +212,8 @@ def wrapped(s: str) -> bool:
         if c1.isdigit():
             return "m" in s[2:5] or "] " in s[2:13]
         return c1 == "p" or "] | " in s[:120]
+    if c == "*":
+        return s.startswith("**")
     if c == "(" or c == "\x1b" or c == " " or c == "\ufffd" or c in _PANEL or s.endswith("cluster]"):
         return True
     if c.isdigit():

@@ -20,7 +20,7 @@ from .progress import Bar, looks_like_bar, parse_bar
 from .sglang import sglang_message
 from .supervisors import supervisor_message
 from .torch_nccl import TORCH_STARTS, glog_severity, mismatch_fields, nccl_message, torch_message
-from .traceback import START, Traceback, cut_message
+from .traceback import FRAME, START, Traceback, cut_message
 from .values import MAX_FIELDS, Fields
 from .vllm import vllm_message
 from .weights import weights_warning
@@ -92,7 +92,7 @@ class LogParser(Dating):
 
     def flush(self) -> list[Event]:
         tb, self._tb = self._tb, None
-        out = [self._tb_event(tb)] if tb is not None else []
+        out = self._tb_events(tb) if tb is not None else []
         if self._held or self.last_ts is None:
             self._held += out
             out = self._release(self._reference_ts())
@@ -129,6 +129,18 @@ class LogParser(Dating):
             source=self.source,
             fields=fields,
         )
+
+    def _tb_events(self, tb: Traceback) -> list[Event]:
+        """The traceback's event, and the engine's own report when its exception line is one: SGLang's launcher
+        raises "RuntimeError: Rank 0 scheduler died during initialization (exit code: -3)"."""
+        out = [self._tb_event(tb)]
+        exc = tb.exc_line or ""
+        head, sep, said = exc.partition(": ")
+        if sep and head[-5:] in ("Error", "ption") and said[:1].isupper():
+            hit = sglang_message(said) or vllm_message(said) or supervisor_message(said)
+            if hit is not None and hit[0] in _REPORTED_IN_EXCEPTIONS:
+                out.append(self._make(tb.ts, hit[0], hit[1], said, tb.rank, hit[2]))
+        return out
 
     def _tb_event(self, tb: Traceback) -> Event:
         fields = tb.fields()
@@ -183,12 +195,12 @@ class LogParser(Dating):
                 if verdict is True:
                     return []
                 if verdict is False:
-                    out.append(self._tb_event(tb))
+                    out += self._tb_events(tb)
                     self._tb = None
         self._took = False
         out += self._parse(s, c, now, extra)
         if deferred and self._tb is tb and tb is not None and not self._took and tb.offer(s, True) is False:
-            out.insert(0, self._tb_event(tb))
+            out[:0] = self._tb_events(tb)
             self._tb = None
         return out
 
@@ -196,7 +208,7 @@ class LogParser(Dating):
         """A line whose wrapper names its worker: that label is the default for this line only."""
         out: list[Event] = []
         if self._tb is not None and self._tb.rank not in (None, rank):
-            out.append(self._tb_event(self._tb))  # another rank's line: that rank's traceback is complete
+            out += self._tb_events(self._tb)  # another rank's line: that rank's traceback is complete
             self._tb = None
         saved, self.default_rank = self.default_rank, rank
         try:
@@ -257,6 +269,12 @@ class LogParser(Dating):
                 if g[11]:
                     extra = {**(extra or {}), "pid": int(g[11])}
                 return self._message(self._ts(ts, now), s[m.end() :], tags or self.default_rank, level, extra)
+            m = heads.CUT_DATED.match(s)
+            if m and (year := self._cut_year(m.group(1), now)) is not None:
+                g = (str(year), *m.groups()[1:])
+                ts = self.clock.epoch(year, int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), heads.frac(g[6]))
+                self._saw("dated", ts, True)
+                return self._message(self._ts(ts, now), s[m.end() :], g[7].strip(), None, extra)
         if " NCCL " in s[:300]:
             m = heads.NCCL.match(s)
             if m:
@@ -346,11 +364,18 @@ class LogParser(Dating):
                 for k, v in extra.items():
                     fields.setdefault(k, v)
             out.append(self._make(ts, kind, sev, msg, rank, fields))
+        elif self._tb is None and msg[:1] in "F " and FRAME.match(msg):
+            # a traceback whose "Traceback (most recent call last):" line is not in the log (an excerpt, a
+            # paste): its frames start it all the same
+            self._tb = Traceback(ts, rank, bare=msg[0] == "F", source=msg[0] == "F")
+            self.tracebacks_opened += 1
+            self._tb.add(msg)
+            return out
         elif not msg.startswith(_TB_SUFFIX):
             out.append(self._make(ts, "raw", level or _guess(msg), msg, rank, dict(extra) if extra else {}))
         if msg.endswith(_TB_SUFFIX):
             if self._tb is not None:
-                out.append(self._tb_event(self._tb))
+                out += self._tb_events(self._tb)
             head = self._head_of(msg)
             self._tb = Traceback(ts, rank, key=(head, rank) if head else None)
             self.tracebacks_opened += 1
@@ -442,6 +467,8 @@ class LogParser(Dating):
 
 
 _MAX_HELD = 10_000
+# the engines' crash reports that also arrive as an exception's message (raised rather than logged)
+_REPORTED_IN_EXCEPTIONS = frozenset({"child_crashed", "init_failed", "engine_timeout"})
 # the first four characters of a line that starts with a level word (vLLM, uvicorn, Python logging)
 _LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT"))
 

@@ -14,6 +14,10 @@ _MAX_INTERLEAVED = 50  # other (prefixed) lines while the frames are still comin
 _EXC = re.compile(r"([A-Za-z_][\w.]{0,200})(?::|$)")
 _CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
 START = "Traceback (most recent call last):"
+# a frame line: an excerpt that starts inside a traceback (its "Traceback" line cut) or a paste that lost the
+# indentation still shows these, one per frame, each followed by its source line
+FRAME = re.compile(r' {0,8}File "[^"\n]{1,400}", line \d{1,7}, in \S')
+_MARKS = frozenset(" ^~")  # Python 3.11+'s markers under a source line
 
 
 def cut_message(text: str) -> str:
@@ -39,6 +43,11 @@ class Traceback:
     # header may carry its next line; ``prefixed`` once one did (then every such line belongs to it)
     key: tuple[str, str | None] | None = None
     prefixed: bool = False
+    # frames pasted with their indentation stripped: a frame line is followed by its source line (then
+    # perhaps markers) at the left margin too, and the exception line is the first line after a source line
+    # that is not a frame; ``source`` while that source line is still due
+    bare: bool = False
+    source: bool = False
 
     def add(self, line: str) -> None:
         if len(self.lines) < _MAX_LINES and self.chars < 4 * MESSAGE_LIMIT:
@@ -51,6 +60,11 @@ class Traceback:
         if not s or s.isspace():
             self.add("")
             return True
+        if self.bare and self.phase == "frames":
+            if FRAME.match(s) or self.source or set(s) <= _MARKS:
+                self.source = s.startswith("File ")
+                self.add(s)
+                return True
         if s[0] in " \t":
             self.add(s)
             if self.phase == "chain":

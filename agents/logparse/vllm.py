@@ -17,8 +17,9 @@ _PER_POS = re.compile(r"Per-position acceptance rate: ([\d., ]+)")
 # vLLM v0: "Speculative metrics: Draft acceptance rate: 0.651, System efficiency: 0.432, ..."
 _V0_RATE = re.compile(r"Draft acceptance rate: ([\d.]+)")
 _V0_ACCEPTED = re.compile(r"Number of accepted tokens: (\d+)")
-_V0_DRAFTED = re.compile(r"Number of draft tokens: (\d+)")
-_V0_EMITTED = re.compile(r"Number of emitted tokens: (\d+)")
+# vLLM 0.5 printed the unit twice: "Number of draft tokens tokens: 42272, Number of emitted tokens tokens: 2642"
+_V0_DRAFTED = re.compile(r"Number of draft tokens(?: tokens)?: (\d+)")
+_V0_EMITTED = re.compile(r"Number of emitted tokens(?: tokens)?: (\d+)")
 _V0_K = re.compile(r"Number of speculative tokens: (\d+)")
 _V0_EFFICIENCY = re.compile(r"System efficiency: ([\d.]+)")
 # "No available shared memory broadcast block found in 60 seconds." (older: "No available block found in 60

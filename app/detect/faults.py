@@ -11,6 +11,7 @@ from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.rankstate import (
     CLEAN_EXIT_CODES,
+    STARTUP_PHASES,
     AcceptReport,
     Fleet,
     HostState,
@@ -20,7 +21,7 @@ from app.rankstate import (
     phase_before_crash,
     rank_for_global,
 )
-from app.rankstate.infer import global_label
+from app.rankstate.infer import global_label, phase_from_traceback
 
 CRASH_SIGNALS = frozenset(
     {
@@ -152,7 +153,7 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
     signal from worker processes', 'EngineCore failed to start' with no worker line): a crash, no culprit."""
     sigs = [s for lab, s in st.signals if lab is None and s.kind in ("child_crashed", "init_failed")]
     if not sigs:
-        return None
+        return _startup_traceback(st)
     sig = sigs[0]
     ev = [evidence(s.ts, None, s.kind.replace("_", " "), s.message[:400]) for s in sigs[:8]]
     tb = [s for lab, s in st.signals if s.kind == "traceback" and abs(s.ts - sig.ts) <= 120]
@@ -169,6 +170,35 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
         since=sig.ts,
         phase="starting" if sig.kind == "init_failed" else None,
     )
+
+
+def _startup_traceback(st: LaunchState) -> Finding | None:
+    """An exception raised out of a start-up step (its frames run through init_torch_distributed, load_model,
+    the graph capture ... and no serving loop) with no rank to pin it on: no engine retries its start-up, so
+    the process it was raised in is gone (an excerpt that kept the frames but not 'Scheduler hit an
+    exception')."""
+    if st.ready_at is not None or st.last_decode_at is not None:
+        return None  # a server that came up has no start-up left to fail
+    for _, s in st.signals:
+        if s.kind != "traceback" or not str(s.fields.get("exc_type") or "").endswith(("Error", "Exception")):
+            continue
+        phase = phase_from_traceback(s.message)
+        if phase is None or phase not in STARTUP_PHASES:
+            continue
+        return Finding(
+            key=f"crash:{st.key}",
+            kind="rank_crashed",
+            launch=st.key,
+            summary=f"Start-up failed in {phase}: {excerpt(str(s.fields.get('exc_message') or ''), 160)} "
+            "(the traceback names no rank).",
+            culprit=None,
+            ranks=[],
+            evidence=_traceback_row([s], None),
+            confidence="confirmed",
+            since=s.ts,
+            phase=phase,
+        )
+    return None
 
 
 def _mismatch_behind(st: LaunchState, sig: Signal) -> str | None:

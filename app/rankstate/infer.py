@@ -18,7 +18,20 @@ from app.rankstate.model import MILESTONES, STARTUP_PHASES, LaunchState, PhaseSp
 _FRAME = re.compile(r'File "([^"\n]{1,400})", line \d+, in ([\w<>.]{1,120})')
 # (phase, words in a frame's file or function), checked in order for each frame
 _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("serving", ("event_loop", "run_batch", "busy_loop", "execute_model", "process_input_queue")),
+    # a weight update (init_weights_update_group, update_weights_from_distributed/_tensor/_disk) is an RL
+    # trainer calling a server that is up: SGLang and vLLM take it only once they serve
+    (
+        "serving",
+        (
+            "event_loop",
+            "run_batch",
+            "busy_loop",
+            "execute_model",
+            "process_input_queue",
+            "weights_update",
+            "update_weights",
+        ),
+    ),
     ("cuda_graph_capture", ("capture",)),
     (
         "kv_alloc",
