@@ -75,6 +75,7 @@ class _Tracked:
     held: bool = False
     suspected_at: float = 0.0  # when first seen at all, held or not (first_seen restarts the hysteresis)
     adopted_until: float = 0.0  # an incident taken over from the store: its grace while the state rebuilds
+    phase: str | None = None  # the phase the open incident was last reported in
 
 
 class Detector:
@@ -157,13 +158,18 @@ class Detector:
                 if f.confidence == "confirmed" and t.confidence != "confirmed":
                     t.confidence, t.culprit = "confirmed", f.culprit or t.culprit
                     decisions.append(Decision("upgrade", f.key, now, f))
-                elif f.culprit and f.culprit != t.culprit:
-                    t.culprit = f.culprit
+                elif (f.culprit and f.culprit != t.culprit) or (
+                    f.kind == "rank_crashed" and f.phase != t.phase
+                ):
+                    # a crash's phase is a fact about the past that later lines can settle (a stats line
+                    # covering the seconds before it shows the dead rank was serving)
+                    t.culprit, t.phase = f.culprit or t.culprit, f.phase
                     decisions.append(Decision("update", f.key, now, f))
             else:
                 t.finding = f
                 if f.confidence == "confirmed" or f.settled or now - t.first_seen >= self.cfg.open_after_s:
                     t.open, t.kind, t.confidence, t.culprit = True, f.kind, f.confidence, f.culprit
+                    t.phase = f.phase
                     t.opened_at = now
                     decisions.append(Decision("open", f.key, now, f))
             if t.open and f.kind in ("suspected_deadlock", "stalled_serving", "rank_divergence") and f.launch:

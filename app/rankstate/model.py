@@ -123,6 +123,7 @@ class RankState:
     nccl_completed_at: float | None = None
     nccl_seq: int | None = None
     signals: list[Signal] = field(default_factory=list)
+    last_error_at: float | None = None  # the rank's latest error line (its own exception, logged)
     stalled_from: str | None = None  # the phase a stalled rank returns to when it moves again
 
     # --- derived views --------------------------------------------------------------------------------

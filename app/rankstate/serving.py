@@ -26,6 +26,8 @@ from app.rankstate.model import (
 # accept length that counts as speculation working, remembered per batch size to recognise "off by design"
 GOOD_ACCEPT_LEN = 1.5
 DECODE_GAPS = 16  # batch-line gaps remembered: ~20 s of a busy SGLang server, minutes of vLLM's 10 s lines
+# the interval one stats line reports on: vLLM's VLLM_LOG_STATS_INTERVAL (10 s); SGLang's 40 decode steps are less
+STATS_WINDOW_S = 10.0
 
 
 def _int(v: Any) -> int | None:
@@ -75,8 +77,14 @@ def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
         for other in st.ranks.values():
             if other is r:
                 continue
-            if unseen_start(other) and other.phase == "starting":
-                backfill(other, "serving")  # an excerpt's silent peers: the server they belong to serves
+            if unseen_start(other) and (
+                other.phase == "starting"
+                or (other.phase == "crashed" and ev.ts - other.phase_since <= STATS_WINDOW_S)
+            ):
+                # an excerpt's silent peers: the server they belong to serves. A stats line covers the
+                # interval before it, so a rank that died within it died serving (vllm#23582: a worker dies,
+                # the next stats line still shows 7599 tokens/s of its last seconds)
+                backfill(other, "serving")
             # one stats rank speaks for the server: its peers move with it. With DP attention each DP rank
             # logs only its own batches, and one with no requests logs nothing: it serves (idle), it is not
             # still warming up, and its silence is no stall
