@@ -22,6 +22,7 @@ from .supervisors import supervisor_message
 from .torch_nccl import TORCH_STARTS, glog_severity, mismatch_fields, nccl_message, torch_message
 from .traceback import FRAME, START, Traceback, cut_message
 from .values import MAX_FIELDS, Fields
+from .wrap import Wrap
 from .vllm import vllm_message
 from .weights import weights_warning
 
@@ -49,6 +50,7 @@ class LogParser(Dating):
         self.tracebacks_opened = 0
         self._held: list[Event] = []  # events of lines before the first time seen (replaying a file)
         self._took = False  # the line being parsed went into the open traceback
+        self._wrap: Wrap | None = None  # a long glog line whose next physical line may be its continuation
 
     @property
     def pending(self) -> bool:
@@ -156,6 +158,21 @@ class LogParser(Dating):
         return self._make(tb.ts, "traceback", "error", tb.message(), tb.rank, fields)
 
     def _line(self, s: str, now: float | None) -> list[Event]:
+        """One physical line. A PyTorch glog line a terminal hard-wrapped goes on in lines with no header
+        (vlm-r1#257: 116 columns, 'ProcessGroupNCCL' / 's watchdog got stuck for 480 seconds'): the pieces are
+        joined and read again, and what the whole line says that its first piece did not is emitted then."""
+        w, self._wrap = self._wrap, None
+        if w is not None and w.takes(s) and not self._structured(s):
+            w.add(s)
+            out = [e for e in self._line1(w.text, now) if w.news(e)]
+            self._wrap = w if w.open else None
+            return out
+        out = self._line1(s, now)
+        if self.head == "glog" and self._tb is None and len(out) == 1 and Wrap.first(s):
+            self._wrap = Wrap(s, out[0].kind, frozenset(out[0].fields))
+        return out
+
+    def _line1(self, s: str, now: float | None) -> list[Event]:
         if len(s) > PARSE_LIMIT:
             s = s[:PARSE_LIMIT]
         if not s or s.isspace():
@@ -462,7 +479,7 @@ class LogParser(Dating):
             )
         ]
         if bar.rest.strip():
-            out += self._line(bar.rest, now)
+            out += self._line1(bar.rest, now)
         return out
 
 

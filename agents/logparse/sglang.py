@@ -114,6 +114,13 @@ def _init(msg: str) -> Match | None:
     return None
 
 
+def _loading(msg: str) -> Match | None:
+    # SGLang's diffusion runtime (multimodal_gen): "Loading model from 3 safetensors files: [...]"
+    if msg.startswith("Loading model from "):
+        return "load_begin", "info", {}
+    return None
+
+
 def _load(msg: str) -> Match | None:
     if msg.startswith("Load weight begin"):
         fields: Fields = {}
@@ -251,6 +258,7 @@ HANDLERS: dict[str, Callable[[str], Match | None]] = {
     "Init": _init,
     "Initialization": _init,
     "Load": _load,
+    "Loading": _loading,
     "KV": _kv,
     "Memory": _memory,
     "Capture": _capture,
