@@ -43,8 +43,23 @@ def prefixed_rank(s: str) -> tuple[int, str] | None:
     return int(m.group(1)), s[m.end() :]
 
 
+_KEEP_ALIVE = re.compile(
+    r"The node '([^']{1,200})' has failed to send a keep-alive heartbeat to the rendezvous '([^']{0,200})'"
+    r"(?: due to an error of type (\w{1,64}))?"
+)
+
+
 def launcher_message(msg: str) -> Match | None:
     """A line of torchrun's elastic agent, or None."""
+    if "keep-alive heartbeat" in msg:
+        # the agent cannot reach the rendezvous store (hosted by another node's agent): that node is gone,
+        # and this node's workers wait on collectives with ranks that no longer exist (pytorch#76287: 8 h)
+        m = _KEEP_ALIVE.search(msg)
+        if m:
+            fields: Fields = {"node": m.group(1)[:128], "rendezvous": m.group(2)[:128]}
+            if m.group(3):
+                fields["error"] = m.group(3)
+            return "rendezvous_lost", "warning", fields
     if "closing signal" in msg:
         m = _CLOSING.search(msg)
         if m:

@@ -172,6 +172,7 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         "init_failed",
         "launcher_stopping",
         "shm_broadcast_wait",
+        "rendezvous_lost",
     ):
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 
