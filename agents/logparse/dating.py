@@ -168,8 +168,16 @@ class Dating:
                 return None
             g = m.groups()
             rest = s[m.end() :]
+            host = heads.HOST_TAG.match(rest) if " >> " in rest[:260] else None
+            if host:
+                rest = rest[host.end() :]
             if not (
-                self._dated_wrapper or g[3] == "T" or g[8] or rest[:1] in (" ", "\t") or _engine_head(rest)
+                self._dated_wrapper
+                or g[3] == "T"
+                or g[8]
+                or host
+                or rest[:1] in (" ", "\t")
+                or _engine_head(rest)
             ):
                 return None  # the engine's own header (a fork logging with Python's logging)
             self._dated_wrapper = True  # once one is a wrapper, every such stamp in this log is

@@ -51,11 +51,27 @@ VLLM = re.compile(
     r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?"
     r" (?:\[[^\]]{0,200}\]|[\w./-]{1,200}:\d{1,7}\]) ?"
 )
+# the same with the level word's front cut off in a paste ("NING 04-01 02:45:50 ray_utils.py:320] ..."): a proper
+# suffix of a level word ends exactly one of them
+_LEVEL_WORDS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LEVEL_OF_SUFFIX = {w[i:]: w for w in _LEVEL_WORDS for i in range(1, len(w))}
+CUT_VLLM = re.compile(
+    r"(" + "|".join(sorted(LEVEL_OF_SUFFIX, key=len, reverse=True)) + r") (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
+    r"(?:\.(\d{1,6}))? (?:\[[^\]]{0,200}\]|[\w./-]{1,200}:\d{1,7}\]) ?"
+)
 # Python logging's default format (torchrun, elastic): WARNING:torch.distributed.elastic.multiprocessing.api:msg
 PYLOG = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):([A-Za-z_][\w.]{0,200}):")
 UVICORN = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):\s{1,10}")
 ACCESS = re.compile(r"[\w.:\[\]-]{1,64}:\d{1,5} - \"(\w{1,10}) (\S{0,300})[^\"]{0,2048}\" (\d{3})")
-NCCL = re.compile(r"([\w.-]{1,253}):(\d{1,10}):(\d{1,10}) \[(\d{1,4})\] NCCL (INFO|WARN|ERROR|TRACE|ABORT) ?")
+# host:pid:tid [dev] NCCL INFO msg; a WARN names its source first (misc/socket.cc:484 NCCL WARN ...); NCCL 2.23+
+# may stamp it ([2025-08-12 01:37:03], NCCL_DEBUG_TIMESTAMP_FORMAT, UTC: the line is dated by the log's clock);
+# a collector that tags the host itself leaves the host empty (":166:1226 [0] NCCL INFO ...")
+NCCL = re.compile(
+    r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] )?([\w.-]{0,253}):(\d{1,10}):(\d{1,10}) \[(\d{1,4})\] "
+    r"(?:[\w./-]{1,200}:\d{1,7} )?NCCL (INFO|WARN|ERROR|TRACE|ABORT) ?"
+)
+# a collector's host tag after its stamp: "2025-08-12 09:37:02.216313 worker-9 >> <the line>"
+HOST_TAG = re.compile(r"([\w.-]{1,253}) >> ")
 # systemd journal (journalctl's default format): Mar 01 10:00:00 host unit[1234]: msg
 JOURNAL = re.compile(
     r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ \d]\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))? "

@@ -50,6 +50,7 @@ class LogParser(Dating):
         self.tracebacks_opened = 0
         self._held: list[Event] = []  # events of lines before the first time seen (replaying a file)
         self._took = False  # the line being parsed went into the open traceback
+        self._pid_ranks: dict[int, str] = {}  # vLLM workers' pids -> the rank their own lines named
         self._wrap: Wrap | None = None  # a long glog line whose next physical line may be its continuation
 
     @property
@@ -191,10 +192,24 @@ class LogParser(Dating):
             s, extra, rank = self._unwrap(s, now)
             if not s:
                 return []
+            worker = worker_pid(extra) if rank is None else None
+            if worker is not None and worker in self._pid_ranks:
+                rank = self._pid_ranks[worker]
             if rank is not None:
                 return self._as_rank(rank, s, s[0], now, extra or {})
-            return self._tb_then_parse(s, s[0], now, extra)
+            out = self._tb_then_parse(s, s[0], now, extra)
+            if worker is not None:
+                self._learn_rank(worker, out)
+            return out
         return self._tb_then_parse(s, c, now, None)
+
+    def _learn_rank(self, pid: int, out: list[Event]) -> None:
+        """A vLLM worker whose wrapper names no rank ('(Worker pid=958)') says it in its distributed-init line
+        ('world_size=2 rank=1 local_rank=1 ...'): its later lines are that rank's."""
+        for e in out:
+            n = e.fields.get("global_rank")
+            if isinstance(n, int) and len(self._pid_ranks) < 4096:
+                self._pid_ranks[pid] = f"rank{n}"
 
     def _tb_then_parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
         tb = self._tb
@@ -234,6 +249,8 @@ class LogParser(Dating):
             self.default_rank = saved
 
     def _parse(self, s: str, c: str, now: float | None, extra: Fields | None) -> list[Event]:
+        if c == "[" and " NCCL " in s[20:300] and s[22:23] == ":":  # NCCL's own stamp, then its line
+            return self._nccl(s, now) or self._message(self._ts(None, now), s, self.default_rank, None, extra)
         if c == "[":
             if s[1:2].isdigit():
                 m = heads.SGLANG.match(s)
@@ -292,13 +309,8 @@ class LogParser(Dating):
                 ts = self.clock.epoch(year, int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), heads.frac(g[6]))
                 self._saw("dated", ts, True)
                 return self._message(self._ts(ts, now), s[m.end() :], g[7].strip(), None, extra)
-        if " NCCL " in s[:300]:
-            m = heads.NCCL.match(s)
-            if m:
-                fields: Fields = {"host": m.group(1)[:128], "pid": int(m.group(2)), "device": int(m.group(4))}
-                kind, sev, fields = nccl_message(m.group(5), s[m.end() :], fields)
-                self._saw("nccl", None, False)
-                return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
+        if " NCCL " in s[:300] and (nccl := self._nccl(s, now)):
+            return nccl
         if c in "IWEF" and s[1:2].isdigit():
             m = heads.GLOG_BARE.match(s)
             if m and (launcher := self._torchrun(m, s, now)) is not None:
@@ -317,6 +329,14 @@ class LogParser(Dating):
                 m = heads.GLOG_BARE.match(s)
                 if m:
                     return [self._glog(m, s, now, extra, bare=True)]
+            if lvl not in _LEVEL_HEADS and (sp := s.find(" ", 1, 9)) > 0 and s[sp + 1 : sp + 2].isdigit():
+                m = heads.CUT_VLLM.match(s)
+                if m:  # a vLLM header whose level word lost its front in the paste
+                    g = m.groups()
+                    ts = self._no_year(int(g[1]), int(g[2]), g[3:6], g[6], now)
+                    self._saw("vllm", ts, False)
+                    level = heads.LEVELS[heads.LEVEL_OF_SUFFIX[g[0]]]
+                    return self._message(self._ts(ts, now), s[m.end() :], self.default_rank, level, extra)
             m = heads.PYLOG.match(s) if lvl in _LEVEL_HEADS and s[5:6] != " " else None
             if m:
                 self._saw("pylog", None, False)
@@ -333,6 +353,17 @@ class LogParser(Dating):
             if bar is not None:
                 return self._bar(bar, s, now, extra)
         return self._message(self._ts(None, now), s, self.default_rank, None, extra)
+
+    def _nccl(self, s: str, now: float | None) -> list[Event]:
+        m = heads.NCCL.match(s)
+        if not m:
+            return []
+        fields: Fields = {"pid": int(m.group(2)), "device": int(m.group(4))}
+        if m.group(1):
+            fields["host"] = m.group(1)[:128]
+        kind, sev, fields = nccl_message(m.group(5), s[m.end() :], fields)
+        self._saw("nccl", None, False)
+        return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
 
     def _message(
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
@@ -488,6 +519,14 @@ _MAX_HELD = 10_000
 _REPORTED_IN_EXCEPTIONS = frozenset({"child_crashed", "init_failed", "engine_timeout"})
 # the first four characters of a line that starts with a level word (vLLM, uvicorn, Python logging)
 _LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT"))
+
+
+def worker_pid(extra: Fields | None) -> int | None:
+    """The pid of a vLLM worker's wrapper that names no rank (``(Worker pid=958)``)."""
+    if not extra or "Worker" not in str(extra.get("process", "")):
+        return None
+    pid = extra.get("pid")
+    return pid if isinstance(pid, int) else None
 
 
 def _guess(msg: str) -> str:

@@ -30,6 +30,8 @@ _RPC_TIMEOUT = re.compile(r"(?:\w+Error: )?RPC call to (\w{1,64}) timed out")
 _DIED = re.compile(r"(Worker|Engine core) proc (\S{1,128}) died unexpectedly")
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
 
+_WORLD = re.compile(r"world_size=(\d+) rank=(\d+)")
+_PG_WAIT = re.compile(r"placement group of specs for (\d+) seconds")
 _PROMPT_TP = re.compile(r"Avg prompt throughput: ([\d.]+)")
 _GEN_TP = re.compile(r"Avg generation throughput: ([\d.]+)")
 _RUNNING = re.compile(r"Running: (\d+) reqs")
@@ -77,6 +79,11 @@ def vllm_message(msg: str) -> Match | None:
         _num(_KV_USAGE, msg, fields, "token_usage", 0.01)
         _num(_PREFIX_HIT, msg, fields, "cache_hit_rate", 0.01)
         return "decode_batch", "info", fields
+    if msg.startswith("Waiting for creating a placement group"):
+        # Ray has not given the engine the GPUs it asked for: nothing loads until it does (aibrix#927)
+        fields = {"engine": "vllm"}
+        _num(_PG_WAIT, msg, fields, "waited_s")
+        return "placement_wait", "warning", fields
     if msg.startswith("Starting to load model"):
         return "load_begin", "info", {"draft": False, "model_path": msg[23:].rstrip(".")[:256]}
     if msg.startswith("Loading drafter model"):
@@ -88,6 +95,11 @@ def vllm_message(msg: str) -> Match | None:
     if msg.startswith("GPU KV cache size"):
         m = _KV_TOKENS.match(msg)
         return "kv_alloc", "info", {"tokens": int(m.group(1).replace(",", ""))} if m else {}
+    if msg.startswith("world_size=") and "distributed_init_method=" in msg:
+        # init_distributed_environment's first line, before torch.distributed.init_process_group
+        m = _WORLD.match(msg)
+        fields = {"global_rank": int(m.group(2)), "world_size": int(m.group(1))} if m else {}
+        return "dist_init_begin", "info", fields
     if msg.startswith("rank ") and "is assigned as" in msg:
         m = _ASSIGNED.match(msg)
         fields = {"global_rank": int(m.group(1)), "world_size": int(m.group(2))} if m else {}

@@ -59,6 +59,7 @@ SCHEDULER_KINDS = MILESTONES | {
     "scheduler_exception",
     "watchdog_timeout",
     "watchdog_debug",
+    "placement_wait",  # vLLM's engine (its driver worker is rank 0) waiting for Ray's GPUs
 }
 SINGLE_RANK = "TP0"
 SERVING_COLLECTIVES = 1000
