@@ -51,12 +51,12 @@ VLLM = re.compile(
     r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?"
     r" (?:\[[^\]]{0,200}\]|[\w./-]{1,200}:\d{1,7}\]) ?"
 )
-# the same with the level word's front cut off in a paste ("NING 04-01 02:45:50 ray_utils.py:320] ..."): a proper
-# suffix of a level word ends exactly one of them
+# the same with the level word's front cut off in a paste ("NING 04-01 02:45:50 ray_utils.py:320] ...", or all of it:
+# "11-21 00:12:08 llm_engine.py:624] ..."): a proper suffix of a level word ends exactly one of them
 _LEVEL_WORDS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LEVEL_OF_SUFFIX = {w[i:]: w for w in _LEVEL_WORDS for i in range(1, len(w))}
 CUT_VLLM = re.compile(
-    r"(" + "|".join(sorted(LEVEL_OF_SUFFIX, key=len, reverse=True)) + r") (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
+    r"(?:(" + "|".join(sorted(LEVEL_OF_SUFFIX, key=len, reverse=True)) + r") )?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
     r"(?:\.(\d{1,6}))? (?:\[[^\]]{0,200}\]|[\w./-]{1,200}:\d{1,7}\]) ?"
 )
 # Python logging's default format (torchrun, elastic): WARNING:torch.distributed.elastic.multiprocessing.api:msg
@@ -179,6 +179,10 @@ def unwrap(s: str) -> Wrapped:
                 elif m.re is PID_PREFIX:
                     fields.setdefault("pid", int(m.group(1)))
             s = s[m.end() :]
+        elif c.isalpha() and "pid=" in s[:220] and (m := WRAPPER.match("(" + s)) and headed(s[m.end() - 1 :]):
+            # a Ray / vLLM wrapper whose "(" was cut in the paste: "VllmWorkerProcess pid=1153488) INFO ..."
+            s = "(" + s
+            continue
         elif c == "*" and s.startswith("**"):  # markdown bold a reporter wrapped the line in ("**...**")
             s = s[2:-2] if s.endswith("**") and len(s) > 4 else s[2:]
         elif c in _PANEL:  # a terminal UI's box ("│ INFO 03-21 ...   │"): tilt, k9s, rich panels
@@ -234,7 +238,9 @@ def wrapped(s: str) -> bool:
         return True
     if c.isdigit():
         return s[1:6].find(": ") >= 0
-    return c.isalnum() and (("| " in s[:150] and "%|" not in s[:150]) or " [std" in s[:270])
+    return c.isalnum() and (
+        ("| " in s[:150] and "%|" not in s[:150]) or " [std" in s[:270] or ("pid=" in s[:220] and ") " in s[:260])
+    )
 
 
 def frac(digits: str | None) -> float:

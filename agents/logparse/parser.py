@@ -309,6 +309,11 @@ class LogParser(Dating):
                 ts = self.clock.epoch(year, int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), heads.frac(g[6]))
                 self._saw("dated", ts, True)
                 return self._message(self._ts(ts, now), s[m.end() :], g[7].strip(), None, extra)
+            if s[2:3] == "-" and (m := heads.CUT_VLLM.match(s)):  # a vLLM header that lost its level word
+                g = m.groups()
+                ts = self._no_year(int(g[1]), int(g[2]), g[3:6], g[6], now)
+                self._saw("vllm", ts, False)
+                return self._message(self._ts(ts, now), s[m.end() :], self.default_rank, None, extra)
         if " NCCL " in s[:300] and (nccl := self._nccl(s, now)):
             return nccl
         if c in "IWEF" and s[1:2].isdigit():
@@ -335,7 +340,7 @@ class LogParser(Dating):
                     g = m.groups()
                     ts = self._no_year(int(g[1]), int(g[2]), g[3:6], g[6], now)
                     self._saw("vllm", ts, False)
-                    level = heads.LEVELS[heads.LEVEL_OF_SUFFIX[g[0]]]
+                    level = heads.LEVELS[heads.LEVEL_OF_SUFFIX[g[0]]] if g[0] else None
                     return self._message(self._ts(ts, now), s[m.end() :], self.default_rank, level, extra)
             m = heads.PYLOG.match(s) if lvl in _LEVEL_HEADS and s[5:6] != " " else None
             if m:
