@@ -107,6 +107,10 @@ LOG_EVENT_KINDS = frozenset(
         "engine_timeout",
         # PyTorch (TORCH_DISTRIBUTED_DEBUG=DETAIL): ranks entered different collectives; names the ranks
         "collective_mismatch",
+        # torchelastic's agent could not send its rendezvous keep-alive (the node hosting the store is gone)
+        "rendezvous_lost",
+        # vLLM on Ray: the engine waits for a placement group (GPUs) the cluster does not give it
+        "placement_wait",
     }
 )  # fmt: skip
 

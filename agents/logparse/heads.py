@@ -56,7 +56,9 @@ VLLM = re.compile(
 _LEVEL_WORDS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LEVEL_OF_SUFFIX = {w[i:]: w for w in _LEVEL_WORDS for i in range(1, len(w))}
 CUT_VLLM = re.compile(
-    r"(?:(" + "|".join(sorted(LEVEL_OF_SUFFIX, key=len, reverse=True)) + r") )?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
+    r"(?:("
+    + "|".join(sorted(LEVEL_OF_SUFFIX, key=len, reverse=True))
+    + r") )?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
     r"(?:\.(\d{1,6}))? (?:\[[^\]]{0,200}\]|[\w./-]{1,200}:\d{1,7}\]) ?"
 )
 # Python logging's default format (torchrun, elastic): WARNING:torch.distributed.elastic.multiprocessing.api:msg
@@ -239,7 +241,9 @@ def wrapped(s: str) -> bool:
     if c.isdigit():
         return s[1:6].find(": ") >= 0
     return c.isalnum() and (
-        ("| " in s[:150] and "%|" not in s[:150]) or " [std" in s[:270] or ("pid=" in s[:220] and ") " in s[:260])
+        ("| " in s[:150] and "%|" not in s[:150])
+        or " [std" in s[:270]
+        or ("pid=" in s[:220] and ") " in s[:260])
     )
 
 

@@ -60,11 +60,10 @@ class Traceback:
         if not s or s.isspace():
             self.add("")
             return True
-        if self.bare and self.phase == "frames":
-            if FRAME.match(s) or self.source or set(s) <= _MARKS:
-                self.source = s.startswith("File ")
-                self.add(s)
-                return True
+        if self.bare and self.phase == "frames" and (FRAME.match(s) or self.source or set(s) <= _MARKS):
+            self.source = s.startswith("File ")
+            self.add(s)
+            return True
         if s[0] in " \t":
             self.add(s)
             if self.phase == "chain":

@@ -36,3 +36,15 @@ def shm_repeat(st: LaunchState, sig: Signal, sigs: list[tuple[str | None, Signal
         )
     moved = any(r.last_progress_at > sig.ts for r in st.ranks.values() if r.phase not in TERMINAL_PHASES)
     return earlier and not moved
+
+
+def named_ranks(sigs: list[tuple[str | None, Signal]]) -> str:
+    """' on 3 rank(s)', or that the reports name none (torchelastic's agent speaks for a node)."""
+    n = len({lab for lab, _ in sigs if lab})
+    return f" on {n} rank(s)" if n else " (its lines name no rank)"
+
+
+def moved_since(st: LaunchState, ts: float) -> bool:
+    """Whether a live rank progressed, or the server decoded, after ``ts``."""
+    live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
+    return any(r.last_progress_at > ts for r in live) or (st.last_decode_at or 0.0) > ts

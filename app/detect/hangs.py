@@ -21,7 +21,7 @@ from app.detect.culprit import (
     odd_one_out,
     signature,
 )
-from app.detect.engine_reports import ENGINE_STALL_SIGNALS, REPEATED, shm_repeat
+from app.detect.engine_reports import ENGINE_STALL_SIGNALS, REPEATED, moved_since, named_ranks, shm_repeat
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, Signal
@@ -291,7 +291,7 @@ def signal_kind(st: LaunchState, kind: str) -> str:
 def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None:
     """The engines' own watchdogs fired: open (or upgrade) the launch's hang incident as confirmed."""
     # an hour-old report still stands while nothing has moved since (replay --until hours past the last line)
-    sigs = [(lab, s) for lab, s in confirmed_signals(st) if now - s.ts < 3600 or not _moved_since(st, s.ts)]
+    sigs = [(lab, s) for lab, s in confirmed_signals(st) if now - s.ts < 3600 or not moved_since(st, s.ts)]
     if not sigs:
         return base
     if base is not None and base.held:
@@ -327,7 +327,7 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         key=f"hang:{st.key}",
         kind=first_kind,
         launch=st.key,
-        summary=f"{what} fired{_on(sigs)}{who}{_named(sigs)}.",
+        summary=f"{what} fired{named_ranks(sigs)}{who}{_named(sigs)}.",
         culprit=culprit,
         ranks=sorted({lab for lab, _ in sigs if lab} | ({culprit} if culprit else set())),
         evidence=sig_ev,
@@ -336,16 +336,6 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         since=sigs[0][1].ts,
         phase="serving" if first_kind == "stalled_serving" else launch_phase(st),
     )
-
-
-def _on(sigs: list[tuple[str | None, Signal]]) -> str:
-    n = len({lab for lab, _ in sigs if lab})
-    return f" on {n} rank(s)" if n else " (its lines name no rank)"
-
-
-def _moved_since(st: LaunchState, ts: float) -> bool:
-    live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
-    return any(r.last_progress_at > ts for r in live) or (st.last_decode_at or 0.0) > ts
 
 
 def _named(sigs: list[tuple[str | None, Signal]]) -> str:

@@ -178,3 +178,19 @@ def batch_phase(st: LaunchState, r: RankState, ev: wire.Event) -> None:
     if new != r.phase:
         r.stalled_from = None
         set_phase(r, new, ev.ts)
+
+
+# how long before a supervisor's report that a worker died a worker's own error line names it as that worker
+FAILED_BEFORE_S = 30.0
+
+
+def failed_just_before(st: LaunchState, ts: float) -> str | None:
+    """vLLM's 'EngineCore failed to start' (or a sigquit from a child) names no rank, but the worker that
+    raised logged its exception just before (vllm#20581: '(VllmWorker rank=5) ERROR ... CUDA out of memory',
+    3 s earlier): the first rank whose error line came in the seconds before is the one that went down."""
+    hits = [
+        (r.last_error_at, r.label)
+        for r in st.ranks.values()
+        if r.last_error_at is not None and ts - FAILED_BEFORE_S <= r.last_error_at <= ts
+    ]
+    return min(hits)[1] if hits else None

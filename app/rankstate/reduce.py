@@ -10,6 +10,7 @@ from app.rankstate.infer import (
     SINGLE_RANK,
     backfill,
     batch_phase,
+    failed_just_before,
     global_label,
     phase_hint,
     single_scheduler,
@@ -83,7 +84,7 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
     if label is None and ev.kind in ("child_crashed", "closing_signal"):
         label = _crashed_child(fleet, st, host, ev)
     if label is None and ev.kind in ("child_crashed", "init_failed"):
-        label = _failed_just_before(st, ev.ts)
+        label = failed_just_before(st, ev.ts)
     if label is None and single_scheduler(st, ev):
         label = SINGLE_RANK
     if ev.kind == "stacks":
@@ -123,22 +124,6 @@ def _crashed_child(fleet: Fleet, st: LaunchState, host: str, ev: wire.Event) -> 
         # any line of that worker: with tensor parallelism its rank is its TP index, the label its lines carry
         label = f"TP{idx}"
     return label
-
-
-# how long before a supervisor's report that a worker died a worker's own error line names it as that worker
-FAILED_BEFORE_S = 30.0
-
-
-def _failed_just_before(st: LaunchState, ts: float) -> str | None:
-    """vLLM's 'EngineCore failed to start' (or a sigquit from a child) names no rank, but the worker that
-    raised logged its exception just before (vllm#20581: '(VllmWorker rank=5) ERROR ... CUDA out of memory',
-    3 s earlier): the first rank whose error line came in the seconds before is the one that went down."""
-    hits = [
-        (r.last_error_at, r.label)
-        for r in st.ranks.values()
-        if r.last_error_at is not None and ts - FAILED_BEFORE_S <= r.last_error_at <= ts
-    ]
-    return min(hits)[1] if hits else None
 
 
 def _launch_event(st: LaunchState, ev: wire.Event) -> None:

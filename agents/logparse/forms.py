@@ -1,0 +1,188 @@
+"""How each line form other than SGLang's own header becomes an event: glog (PyTorch, torchrun), NCCL's own
+lines, uvicorn, tqdm bars, and a finished traceback (with the engine's report its exception line may be). The
+base of ``LogParser`` (agents/logparse/parser.py), which reads the header and calls these."""
+
+from __future__ import annotations
+
+import re
+
+from agents.wire import Event
+
+from . import heads, torchrun
+from .dating import Dating
+from .progress import Bar
+from .sglang import sglang_message
+from .supervisors import supervisor_message
+from .torch_nccl import glog_severity, mismatch_fields, nccl_message, torch_message
+from .traceback import Traceback, cut_message
+from .values import MAX_FIELDS, Fields
+from .vllm import vllm_message
+
+# the engines' crash reports that also arrive as an exception's message (raised rather than logged)
+_REPORTED_IN_EXCEPTIONS = frozenset({"child_crashed", "init_failed", "engine_timeout"})
+
+
+class Forms(Dating):
+    # set by LogParser.__init__ (agents/logparse/parser.py says what each is)
+    default_rank: str | None
+    source: str | None
+    _pid_ranks: dict[int, str]
+    _bars: dict[str, tuple[float, float]]
+    _capture_target: str | None
+
+    # the parser's own (agents/logparse/parser.py): a line's message, and a physical line
+    def _message(
+        self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
+    ) -> list[Event]:
+        raise NotImplementedError
+
+    def _line1(self, s: str, now: float | None) -> list[Event]:
+        raise NotImplementedError
+
+    def _make(self, ts: float, kind: str, sev: str, msg: str, rank: str | None, fields: Fields) -> Event:
+        if len(fields) > MAX_FIELDS:
+            fields = dict(list(fields.items())[:MAX_FIELDS])
+        return Event(
+            ts=ts,
+            kind=kind,
+            message=msg if len(msg) <= 8192 else cut_message(msg),
+            rank=rank,
+            severity=sev,  # type: ignore[arg-type]
+            source=self.source,
+            fields=fields,
+        )
+
+    def _nccl(self, s: str, now: float | None) -> list[Event]:
+        m = heads.NCCL.match(s)
+        if not m:
+            return []
+        fields: Fields = {"pid": int(m.group(2)), "device": int(m.group(4))}
+        if m.group(1):
+            fields["host"] = m.group(1)[:128]
+        kind, sev, fields = nccl_message(m.group(5), s[m.end() :], fields)
+        self._saw("nccl", None, False)
+        return [self._make(self._ts(None, now), kind, sev, s, self.default_rank, fields)]
+
+    def _glog(
+        self, m: re.Match[str], s: str, now: float | None, extra: Fields | None, bare: bool = False
+    ) -> Event:
+        g = m.groups()
+        if bare:  # W1201 07:40:06.132000 28272 file.py:874]: no [rankN]:, always a time and a pid
+            g = (None, *g[:6])
+            extra = {**(extra or {}), "pid": int(m.group(7))}
+        ts = None
+        if g[2]:
+            md = g[2]
+            ts = self._no_year(int(md[:-2]), int(md[-2:]), g[3:6], (g[6] or "")[:6], now)
+        self._saw("glog", ts, g[0] is not None)
+        msg = s[m.end() :]
+        kind, sev, fields = torch_message(msg, g[1])
+        if g[0] is not None:
+            fields["global_rank"] = int(g[0])
+        elif "pg_rank" in fields:
+            fields["global_rank"] = fields["pg_rank"]
+        if sev == "info" and kind == "raw":
+            sev = glog_severity(g[1])
+        if extra:
+            for k, v in extra.items():
+                fields.setdefault(k, v)
+        return self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)
+
+    def _torchrun(self, m: re.Match[str], s: str, now: float | None) -> list[Event] | None:
+        """torchrun's own lines (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874] ...``) that say a
+        worker failed or was sent its closing signal; None for any other glog line (read as glog below)."""
+        g = m.groups()  # level, MMDD, H, M, S, fraction, pid, file:line
+        msg = s[m.end() :]
+        hit = torchrun.launcher_message(msg)
+        if hit is None:
+            return None
+        ts = self._no_year(int(g[1][:2]), int(g[1][2:]), g[2:5], (g[5] or "")[:6], now)
+        self._saw("glog", ts, False)
+        kind, sev, fields = hit
+        fields["source_file"] = g[7][:128]
+        fields.setdefault("pid", int(g[6]))
+        return [self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)]
+
+    def _uvicorn(self, s: str, end: int, level: str, now: float | None, extra: Fields | None) -> list[Event]:
+        msg = s[end:]
+        m = heads.ACCESS.match(msg)
+        ts = self._ts(None, now)
+        if m:
+            status = int(m.group(3))
+            fields: Fields = {"method": m.group(1), "path": m.group(2)[:256], "status": status}
+            sev = "warning" if status >= 500 else "debug"  # access lines are noise unless the server errors
+            return [self._make(ts, "http_access", sev, msg, self.default_rank, fields)]
+        return self._message(ts, msg, self.default_rank, level, extra)
+
+    def _bar(self, bar: Bar, s: str, now: float | None, extra: Fields | None) -> list[Event]:
+        known = self.last_ts is not None or now is not None  # else the bar's clock is all there is
+        base = self.last_ts if self.last_ts is not None else (now if now is not None else 0.0)
+        start, prev = self._bars.get(bar.desc, (base, -1.0))
+        el = bar.elapsed_s
+        if el is not None and (el < prev or bar.fields["done"] == 0):
+            start = base  # a new run of the same bar
+        if len(self._bars) > 64:
+            self._bars.clear()
+        self._bars[bar.desc] = (start, el if el is not None else prev)
+        ts = max(base, start + el) if el is not None else base
+        if now is not None and now > ts:
+            ts = now
+        if bar.kind == "capture_progress" and self._capture_target:
+            bar.fields["target"] = self._capture_target
+        if extra:
+            for k, v in extra.items():
+                bar.fields.setdefault(k, v)
+        out = [
+            self._make(
+                self._ts(ts, now) if known else ts,
+                bar.kind,
+                "info",
+                s[: len(s) - len(bar.rest)],
+                self.default_rank,
+                bar.fields,
+            )
+        ]
+        if bar.rest.strip():
+            out += self._line1(bar.rest, now)
+        return out
+
+    def _tb_events(self, tb: Traceback) -> list[Event]:
+        """The traceback's event, and the engine's own report when its exception line is one: SGLang's launcher
+        raises "RuntimeError: Rank 0 scheduler died during initialization (exit code: -3)"."""
+        out = [self._tb_event(tb)]
+        exc = tb.exc_line or ""
+        head, sep, said = exc.partition(": ")
+        if sep and head[-5:] in ("Error", "ption") and said[:1].isupper():
+            hit = sglang_message(said) or vllm_message(said) or supervisor_message(said)
+            if hit is not None and hit[0] in _REPORTED_IN_EXCEPTIONS:
+                out.append(self._make(tb.ts, hit[0], hit[1], said, tb.rank, hit[2]))
+        return out
+
+    def _tb_event(self, tb: Traceback) -> Event:
+        fields = tb.fields()
+        exc = fields.get("exc_message")
+        if isinstance(exc, str) and "mismatch between collectives" in exc:
+            # the exception names the ranks whose collectives differ: the engine's own verdict
+            return self._make(tb.ts, "collective_mismatch", "critical", tb.message(), tb.rank,
+                              mismatch_fields(tb.exc_line or "", fields))  # fmt: skip
+        # a worker's exception that says its collective timed out (or its peer went away): a hang signal
+        hit = torchrun.collective_error(str(exc or ""))
+        if hit is not None:
+            return self._make(tb.ts, hit[0], "error", tb.message(), tb.rank, {**fields, **hit[2]})
+        return self._make(tb.ts, "traceback", "error", tb.message(), tb.rank, fields)
+
+    def _learn_rank(self, pid: int, out: list[Event]) -> None:
+        """A vLLM worker whose wrapper names no rank ('(Worker pid=958)') says it in its distributed-init line
+        ('world_size=2 rank=1 local_rank=1 ...'): its later lines are that rank's."""
+        for e in out:
+            n = e.fields.get("global_rank")
+            if isinstance(n, int) and len(self._pid_ranks) < 4096:
+                self._pid_ranks[pid] = f"rank{n}"
+
+
+def worker_pid(extra: Fields | None) -> int | None:
+    """The pid of a vLLM worker's wrapper that names no rank (``(Worker pid=958)``)."""
+    if not extra or "Worker" not in str(extra.get("process", "")):
+        return None
+    pid = extra.get("pid")
+    return pid if isinstance(pid, int) else None
