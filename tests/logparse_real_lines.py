@@ -175,3 +175,138 @@ REAL_LINES: list[tuple[str, str, str, str | None, str | None, dict[str, Any]]] =
         {"pid": 24271, "process": "RayWorkerWrapper"},
     ),
 ]
+
+
+# Shapes of issue 15's corpus (tests/corpus): cut headers, markdown, collectors' host tags, and lines that
+# needed a kind of their own. (source, line, kind, rank, ts with year=2025 where it prints none, fields)
+CORPUS_LINES: list[tuple[str, str, str, str | None, str | None, dict[str, Any]]] = [
+    (  # SGLang's header with its front cut in the paste (the year's last digits remain)
+        "https://github.com/SemiAnalysisAI/InferenceX/pull/1570",
+        "026-05-28 00:11:09.816 DP0 TP0 EP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "scheduler_exception",
+        "DP0 TP0 EP0",
+        "2026-05-28 00:11:09.816",
+        {},
+    ),
+    (  # markdown bold around a vLLM worker's line
+        "https://github.com/vllm-project/vllm/issues/20581",
+        "**(VllmWorker rank=5 pid=50999) ERROR 07-07 15:19:48 [multiproc_executor.py:492] torch.OutOfMemo"
+        "ryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 5 has a total capacity of 79.25 GiB"
+        " of which 1.79 GiB is free. Including non-PyTorch memory, this process has 77.46 GiB memory in u"
+        "se. Of the allocated memory 76.04 GiB is allocated by PyTorch, and 13.88 MiB is reserved by PyTo"
+        "rch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_"
+        "CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  "
+        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)**",
+        "raw",
+        "rank5",
+        "2025-07-07 15:19:48",
+        {"pid": 50999, "global_rank": 5},
+    ),
+    (  # markdown bold around a header-less V0 metrics line
+        "https://github.com/vllm-project/vllm/issues/8620",
+        "**Speculative metrics: Draft acceptance rate: 0.000, System efficiency: 0.250, Number of specula"
+        "tive tokens: 3, Number of accepted tokens: 0, Number of draft tokens: 483, Number of emitted tok"
+        "ens: 161.**",
+        "spec_metrics",
+        None,
+        None,
+        {"drafted": 483, "accepted": 0, "accept_len": 1.0},
+    ),
+    (  # vLLM 0.5 printed the unit twice ('draft tokens tokens')
+        "https://github.com/vllm-project/vllm/issues/6768",
+        "INFO 07-24 04:00:31 metrics.py:316] Speculative metrics: Draft acceptance rate: 0.000, System ef"
+        "ficiency: 0.059, Number of speculative tokens: 16, Number of accepted tokens: 0, Number of draft"
+        " tokens tokens: 42272, Number of emitted tokens tokens: 2642.",
+        "spec_metrics",
+        None,
+        "2025-07-24 04:00:31",
+        {"drafted": 42272, "emitted": 2642, "accept_len": 1.0},
+    ),
+    (  # a vLLM header whose level word lost its front ('NING' for 'WARNING')
+        "https://github.com/vllm-project/aibrix/issues/927",
+        "NING 04-01 02:45:50 ray_utils.py:320] The number of required GPUs exceeds the total number of av"
+        "ailable GPUs in the placement group.",
+        "raw",
+        None,
+        "2025-04-01 02:45:50",
+        {},
+    ),
+    (  # a vLLM header that lost its level word altogether
+        "https://github.com/vllm-project/vllm/issues/1734",
+        "11-21 00:12:08 llm_engine.py:624] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput"
+        ": 122.2 tokens/s, Running: 20 reqs, Swapped: 0 reqs, Pending: 9 reqs, GPU KV cache usage: 24.8%,"
+        " CPU KV cache usage: 0.0%",
+        "decode_batch",
+        None,
+        "2025-11-21 00:12:08",
+        {"running_req": 20, "queue_req": 9},
+    ),
+    (  # vLLM on Ray waiting for the GPUs of its placement group
+        "https://github.com/vllm-project/aibrix/issues/927",
+        "INFO 04-01 02:46:00 ray_utils.py:214] Waiting for creating a placement group of specs for 10 sec"
+        "onds. specs=[{'node:10.163.194.101': 0.001, 'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` to se"
+        "e if you have enough resources, and make sure the IP addresses used by ray cluster are the same "
+        "as VLLM_HOST_IP environment variable specified in each node if you are running on a multi-node.",
+        "placement_wait",
+        None,
+        "2025-04-01 02:46:00",
+        {"waited_s": 10},
+    ),
+    (  # torchelastic's agent cannot reach the rendezvous store
+        "https://github.com/pytorch/pytorch/issues/76287",
+        "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'jean-zay-iam37-ib0_187"
+        "281_0' has failed to send a keep-alive heartbeat to the rendezvous 'none' due to an error of typ"
+        "e RendezvousConnectionError.",
+        "rendezvous_lost",
+        None,
+        None,
+        {"node": "jean-zay-iam37-ib0_187281_0", "error": "RendezvousConnectionError"},
+    ),
+    (  # a vLLM worker whose wrapper names no rank says it in its dist-init line
+        "https://github.com/Project-HAMi/HAMi-core/issues/261",
+        "(Worker pid=958) DEBUG 08-09 20:55:03 [distributed/parallel_state.py:1563] world_size=2 rank=1 l"
+        "ocal_rank=1 distributed_init_method=tcp://127.0.0.1:51789 backend=nccl",
+        "dist_init_begin",
+        "rank1",
+        "2025-08-09 20:55:03",
+        {"global_rank": 1, "world_size": 2, "pid": 958},
+    ),
+    (  # a worker wrapper that lost its '(' in the paste
+        "https://github.com/vllm-project/vllm/issues/8087",
+        "VllmWorkerProcess pid=1153488) INFO 09-03 02:15:41 multiproc_worker_utils.py:215] Worker ready; "
+        "awaiting tasks",
+        "raw",
+        None,
+        "2025-09-03 02:15:41",
+        {"pid": 1153488, "process": "VllmWorkerProcess"},
+    ),
+    (  # a collector's stamp and host tag ('HOST >> ') before NCCL's line, whose host is then empty
+        "https://github.com/NVIDIA/nccl/issues/1808",
+        "2025-08-12 09:37:02.216313 worker-9 >> :168:1228 [2] NCCL INFO Connected all trees",
+        "nccl_log",
+        None,
+        "2025-08-12 09:37:02.216313",
+        {"pid": 168, "device": 2},
+    ),
+    (  # ... and NCCL's own stamp and its WARN's source file before 'NCCL WARN'
+        "https://github.com/NVIDIA/nccl/issues/1808",
+        "2025-08-12 09:37:03.463948 worker-9 >> [2025-08-12 01:37:03] :166:1226 [0] misc/socket.cc:484 NC"
+        "CL WARN socketFinalizeAccept: wrong magic 74656d2f20544547 != 7970663b906d70b9",
+        "nccl_log",
+        None,
+        "2025-08-12 09:37:03.463948",
+        {"pid": 166, "device": 0},
+    ),
+    (  # SGLang's diffusion runtime begins loading its weights
+        "https://github.com/gpustack/gpustack/issues/3848",
+        "[12-11 17:47:40] Loading model from 3 safetensors files: ['/home/joyce/test/model_scope/black-fo"
+        "rest-labs/FLUX.1-dev/transformer/diffusion_pytorch_model-00001-of-00003.safetensors', '/home/joy"
+        "ce/test/model_scope/black-forest-labs/FLUX.1-dev/transformer/diffusion_pytorch_model-00002-of-00"
+        "003.safetensors', '/home/joyce/test/model_scope/black-forest-labs/FLUX.1-dev/transformer/diffusi"
+        "on_pytorch_model-00003-of-00003.safetensors']",
+        "load_begin",
+        None,
+        "2025-12-11 17:47:40",
+        {},
+    ),
+]

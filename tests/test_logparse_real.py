@@ -5,6 +5,7 @@ ones built to the formats' documentation."""
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,10 +13,17 @@ import pytest
 from agents.logparse import LogParser, parse_lines
 from agents.wire import LOG_EVENT_KINDS
 from tests.logparse_lines import SGLANG_LINES, TORCH_LINES, check, one, utc
-from tests.logparse_real_lines import REAL_LINES
+from tests.logparse_real_lines import CORPUS_LINES, REAL_LINES
+
+CORPUS = Path(__file__).parent / "corpus"
 
 
-@pytest.mark.parametrize(("source", "line", "kind", "rank", "ts", "fields"), REAL_LINES)
+def corpus_lines(stem: str, first: int = 1, last: int | None = None) -> list[str]:
+    """Lines ``first``..``last`` (1-based, inclusive) of a corpus excerpt, verbatim."""
+    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()[first - 1 : last]
+
+
+@pytest.mark.parametrize(("source", "line", "kind", "rank", "ts", "fields"), REAL_LINES + CORPUS_LINES)
 def test_real_lines(
     source: str, line: str, kind: str, rank: str | None, ts: str | None, fields: dict[str, Any]
 ) -> None:
@@ -25,7 +33,9 @@ def test_real_lines(
 
 
 def test_every_kind_the_parser_emits_is_in_the_wire_vocabulary() -> None:
-    lines = [x[1] for x in REAL_LINES] + [x[0] for x in SGLANG_LINES] + [x[0] for x in TORCH_LINES]
+    lines = (
+        [x[1] for x in REAL_LINES + CORPUS_LINES] + [x[0] for x in SGLANG_LINES] + [x[0] for x in TORCH_LINES]
+    )
     assert {e.kind for e in parse_lines(lines, year=2025)} <= LOG_EVENT_KINDS
 
 
@@ -157,3 +167,55 @@ def test_year_less_headers_take_the_year_from_the_log_never_1970() -> None:
     assert one("Mar 21 02:07:08 node sglang[7]: hi", base_date=date(2025, 6, 1)).ts == utc(
         "2025-03-21 02:07:08"
     )
+
+
+def test_a_slurm_task_label_is_taken_off_every_line_once_seen_traceback_frames_too() -> None:
+    # https://github.com/sgl-project/sglang/issues/4096: "0: " in front of the header and of every frame
+    events = parse_lines(corpus_lines("sglang-sglang-4096", 8), year=2025)
+    assert [e.kind for e in events] == ["scheduler_exception", "traceback"]
+    tb = events[1]
+    check(tb, "traceback", "TP0", "2025-03-05 03:55:55", exc_type="torch.distributed.DistBackendError")
+    assert "\n  File " in tb.message and "0:" not in tb.message  # the frames as Python printed them
+
+
+def test_frames_without_their_traceback_line_or_indentation_make_one_traceback() -> None:
+    # https://github.com/sgl-project/sglang/issues/8974: pasted with the indentation stripped, no header above
+    (tb,) = parse_lines(corpus_lines("sglang-sglang-8974"), year=2025)
+    check(tb, "traceback", None, None, exc_type="RuntimeError")
+    assert tb.fields["exc_message"].startswith("RuntimeError: NCCL error: unhandled system error")
+    assert "in init_torch_distributed" in tb.message
+    # https://github.com/sgl-project/sglang/issues/25118: indented frames, no header; the exception's message is
+    # SGLang's launcher reporting the dead scheduler, so that report comes with it
+    tb, died = parse_lines(corpus_lines("sglang-sglang-25118"), year=2026)
+    assert tb.kind == "traceback" and tb.fields["exc_type"] == "RuntimeError"
+    check(died, "child_crashed", None, None, rank_index=0, exit_code=-3)
+    assert died.message.startswith("Rank 0 scheduler died during initialization")
+    # a frame line alone in a healthy log is no crash report of anything: it stays one traceback event
+    assert [e.kind for e in parse_lines(['  File "/x/y.py", line 3, in f'], year=2025)] == ["traceback"]
+
+
+def test_a_hard_wrapped_glog_line_is_joined_and_read_whole() -> None:
+    # https://github.com/om-ai-lab/VLM-R1/issues/257: the terminal cut every line at 116 columns, mid-word
+    events = [e for e in parse_lines(corpus_lines("pytorch-vlmr1-257"), year=2025) if e.kind != "raw"]
+    assert [e.kind for e in events] == ["nccl_heartbeat", "nccl_dump"]
+    check(events[0], "nccl_heartbeat", None, "2025-04-29 13:55:49.384372", stuck_s=480, global_rank=6)
+    assert "ProcessGroupNCCL's watchdog got stuck for 480 seconds" in events[0].message
+    # https://github.com/sgl-project/sglang/issues/3424: the paste broke "WorkNCCL(S" / "eqNum=1522789, ..."
+    lines = corpus_lines("sglang-sglang-3424", 5, 7)
+    timeouts = [e for e in parse_lines(lines, year=2025) if e.kind == "nccl_timeout"]
+    assert [e.fields.get("seq") for e in timeouts] == [None, 1522789]
+    assert timeouts[1].fields["op_type"] == "_ALLGATHER_BASE"
+    # a long line that ends a sentence is not continued by the line after it
+    line = lines[0][: lines[0].index("WorkNCCL(S")] + "done."
+    assert [e.kind for e in parse_lines([line, "eqNum=1, x"], year=2025)] == ["nccl_timeout", "raw"]
+
+
+def test_a_worker_wrapper_without_a_rank_takes_the_rank_its_dist_init_line_names() -> None:
+    # https://github.com/Project-HAMi/HAMi-core/issues/261: "(Worker pid=958)" names no rank until
+    # "world_size=2 rank=1 ..." (vLLM's first dist-init line); pid 820 never says
+    events = parse_lines(corpus_lines("vllm-hamicore-261", 2, 7), year=2026)
+    by_pid = {(e.fields.get("pid"), e.rank) for e in events}
+    assert (
+        (958, "rank1") in by_pid and (820, None) in by_pid and (958, None) not in by_pid
+    )  # the naming line itself
+    check(events[0], "dist_init_begin", "rank1", "2026-08-09 20:55:03", global_rank=1, world_size=2)

@@ -177,7 +177,7 @@ class Forms(Dating):
         for e in out:
             n = e.fields.get("global_rank")
             if isinstance(n, int) and len(self._pid_ranks) < 4096:
-                self._pid_ranks[pid] = f"rank{n}"
+                self._pid_ranks[pid] = e.rank = f"rank{n}"
 
 
 def worker_pid(extra: Fields | None) -> int | None:
