@@ -208,6 +208,9 @@ def test_a_hard_wrapped_glog_line_is_joined_and_read_whole() -> None:
     # a long line that ends a sentence is not continued by the line after it
     line = lines[0][: lines[0].index("WorkNCCL(S")] + "done."
     assert [e.kind for e in parse_lines([line, "eqNum=1, x"], year=2025)] == ["nccl_timeout", "raw"]
+    # a piece that adds nothing to what the line said is still read as the line it is (a worker's own print)
+    after = parse_lines([lines[0], "step 12 loss 0.41"], year=2025, default_rank="rank2")
+    assert [(e.kind, e.message) for e in after][1] == ("raw", "step 12 loss 0.41")
 
 
 def test_a_worker_wrapper_without_a_rank_takes_the_rank_its_dist_init_line_names() -> None:

@@ -126,9 +126,12 @@ class LogParser(Forms):
         w, self._wrap = self._wrap, None
         if w is not None and w.takes(s) and not self._structured(s):
             w.add(s)
-            out = [e for e in self._line1(w.text, now) if w.news(e)]
+            news = [e for e in self._line1(w.text, now) if w.news(e)]
             self._wrap = w if w.open else None
-            return out
+            if news:
+                return news
+            # nothing shows it to be the line's continuation: it is read as the line it is (a worker's own
+            # print after a long warning is still that worker's sign of life)
         out = self._line1(s, now)
         if self.head == "glog" and self._tb is None and len(out) == 1 and Wrap.first(s):
             self._wrap = Wrap(s, out[0].kind, frozenset(out[0].fields))
