@@ -71,3 +71,14 @@ def test_placement_group_waits_are_no_progress_but_wait_out_the_start_up_interva
     assert (inc.kind, inc.phase) == ("suspected_deadlock", "starting")
     first = datetime(2025, 4, 1, 2, 46, 0, tzinfo=UTC).timestamp()
     assert inc.opened_at - first >= 240  # the waits never counted as progress, nor reset the clock
+
+
+def test_vllm_v0_acceptance_counts_drafted_tokens_since_the_report_before(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/6768: Medusa with 16 speculative tokens, not one accepted; V0
+    # prints totals since start (42272, then 51056 drafted) in its doubled-unit wording of vLLM 0.5
+    (inc,) = run_log(tmp_path, corpus_lines("vllm-vllm-6768"), 2024).incidents
+    assert inc.kind == "low_acceptance"
+    assert any(e["what"] == "drafted tokens" and e["value"] == "0 of 51056 accepted" for e in inc.evidence)
+    # https://github.com/vllm-project/vllm/issues/8620: the one line, header-less and in markdown bold
+    (one,) = run_log(tmp_path, corpus_lines("vllm-vllm-8620"), 2024, name="one.log").incidents
+    assert one.kind == "low_acceptance" and "accept length 1.00" in one.summary

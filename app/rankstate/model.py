@@ -183,6 +183,7 @@ class LaunchState:
     accept_history: AcceptHistory = field(default_factory=AcceptHistory)
     shard_progress_at: float | None = None  # untagged tqdm bar (shards or capture) of rank 0
     good_batch_max: int | None = None  # largest batch at which speculation was seen working
+    v0_drafted_total: int | None = None  # vLLM V0 prints drafted tokens since start: the last total seen
     signals: list[tuple[str | None, Signal]] = field(default_factory=list)  # untagged failure lines
     stacks: list[tuple[str | None, Signal]] = field(default_factory=list)  # py-spy dumps received
     weights_warnings: list[Signal] = field(default_factory=list)
@@ -315,6 +316,7 @@ _LAUNCH_FIELDS = (
     "gen_tokens_rise_at",
     "shard_progress_at",
     "good_batch_max",
+    "v0_drafted_total",
 )
 
 

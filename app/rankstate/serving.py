@@ -49,11 +49,16 @@ def produced(ev: wire.Event) -> bool:
     return True
 
 
-def drafted_tokens(ev: wire.Event) -> int | None:
+def drafted_tokens(st: LaunchState, ev: wire.Event) -> int | None:
     """How many drafted tokens a report says it covers (vLLM: ``Drafted: N tokens``). An SGLang decode line
     does not say, and accept len 1.00 there may be speculation switched off above a batch size (no drafts
-    at all), so it counts as one report, not as drafts."""
-    return _int(ev.fields.get("drafted"))
+    at all), so it counts as one report, not as drafts. vLLM V0's ``Speculative metrics`` count since start
+    (vllm#6768: 42272, then 51056): a report covers what was drafted since the one before."""
+    n = _int(ev.fields.get("drafted"))
+    if n is None or "emitted" not in ev.fields:
+        return n
+    before, st.v0_drafted_total = st.v0_drafted_total, n
+    return n - before if before is not None and n >= before else n
 
 
 def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
@@ -100,13 +105,12 @@ def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
         acc_len = (
             None  # below 1 is impossible while speculating: no verify step ran (an idle server prints 0)
         )
-    if running == 0 or _int(f.get("drafted")) == 0:
+    drafted = drafted_tokens(st, ev)
+    if running == 0 or drafted == 0:
         acc_len = acc_rate = None  # nothing decoded: the numbers say nothing about the draft
     if acc_len is not None or acc_rate is not None:
         st.speculative = True
         if acc_len is not None and acc_len >= GOOD_ACCEPT_LEN and running is not None:
             st.good_batch_max = max(running, st.good_batch_max or 0)
-        report = AcceptReport(
-            ev.ts, acc_len, acc_rate, running, per_pos=per_position(f), drafted=drafted_tokens(ev)
-        )
+        report = AcceptReport(ev.ts, acc_len, acc_rate, running, per_pos=per_position(f), drafted=drafted)
         _remember(st.accept, report, ACCEPT_HISTORY)
