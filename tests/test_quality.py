@@ -32,9 +32,6 @@ LONG_FILES = {
     # the rest are code that other work is changing while the regroup lands (the log path: parser, tailer,
     # reducer, detector; the decision ledger's move out of the detector job); split them once it has landed,
     # not under it
-    "app/detect/hangs.py": "the detector is being changed (real-log work)",
-    "agents/logparse/parser.py": "the parser is being changed (real-log work)",
-    "app/rankstate/reduce.py": "the reducer is being changed (real-log work)",
     "app/detector/job.py": "the decision ledger moves its incident code out (real-log work)",
     "agents/collectors/logs.py": "the tailer is being changed (real-log work)",
     "tests/test_logparse.py": "the parser's tests follow the parser",

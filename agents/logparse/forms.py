@@ -186,3 +186,13 @@ def worker_pid(extra: Fields | None) -> int | None:
         return None
     pid = extra.get("pid")
     return pid if isinstance(pid, int) else None
+
+
+def guess_severity(msg: str) -> str:
+    """The severity of a line with no level word, from what it says."""
+    head = msg[:512]
+    if "rror" in head or "xception" in head or "ERROR" in head or "FATAL" in head or "Fatal" in head:
+        return "error"
+    if "arning" in head or "WARN" in head:
+        return "warning"
+    return "info"

@@ -14,7 +14,7 @@ from agents.wire import Event
 
 from . import heads, torchrun
 from .config import config_fields, is_config_dump
-from .forms import Forms, worker_pid
+from .forms import Forms, guess_severity, worker_pid
 from .progress import looks_like_bar, parse_bar
 from .sglang import sglang_message
 from .supervisors import supervisor_message
@@ -372,7 +372,9 @@ class LogParser(Forms):
             self._tb.add(msg)
             return out
         elif not msg.startswith(_TB_SUFFIX):
-            out.append(self._make(ts, "raw", level or _guess(msg), msg, rank, dict(extra) if extra else {}))
+            out.append(
+                self._make(ts, "raw", level or guess_severity(msg), msg, rank, dict(extra) if extra else {})
+            )
         if msg.endswith(_TB_SUFFIX):
             if self._tb is not None:
                 out += self._tb_events(self._tb)
@@ -386,15 +388,6 @@ class LogParser(Forms):
 _MAX_HELD = 10_000
 # the first four characters of a line that starts with a level word (vLLM, uvicorn, Python logging)
 _LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT"))
-
-
-def _guess(msg: str) -> str:
-    head = msg[:512]
-    if "rror" in head or "xception" in head or "ERROR" in head or "FATAL" in head or "Fatal" in head:
-        return "error"
-    if "arning" in head or "WARN" in head:
-        return "warning"
-    return "info"
 
 
 def parse_lines(lines: Iterable[str], **kw: object) -> list[Event]:

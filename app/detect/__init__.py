@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.detect import drift, faults, hangs
+from app.detect import drift, engine_reports, faults, hangs
 from app.detect.config import DetectConfig
 from app.detect.findings import HANG_KINDS, INCIDENT_KINDS, Decision, Evidence, Finding, evidence
 from app.rankstate import TERMINAL_PHASES, Fleet, mark_stalled, note_gone
@@ -47,7 +47,7 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
             out.append(crash)
         # a crash explains why its peers stopped: one incident, not two
         hang = None if crash else hangs.stall(st, now, cfg, host_down)
-        hang = hangs.confirm(st, hang, now) if not crash else None
+        hang = engine_reports.confirm(st, hang, now) if not crash else None
         if hang is not None:
             out.append(hang)
         elif not crash and (div := hangs.divergence(st, now, cfg)) is not None:
@@ -197,12 +197,12 @@ class Detector:
         self.absorbed.add(crash.key)
         f = hang.finding
         st = fleet.launches.get(crash.launch or "")
-        sigs = hangs.confirmed_signals(st) if st is not None else []
+        sigs = engine_reports.confirmed_signals(st) if st is not None else []
         f.confirmed_by = sorted(
-            {*f.confirmed_by, *(hangs.HANG_SIGNALS[s.kind] for _, s in sigs), "rank_crashed"}
+            {*f.confirmed_by, *(engine_reports.HANG_SIGNALS[s.kind] for _, s in sigs), "rank_crashed"}
         )
         # the engine's own reports that arrived with the teardown (gloo's timeout, the watchdog) lead the evidence
-        said = [evidence(s.ts, lab, s.kind, hangs.said(s)) for lab, s in sigs[-4:]]
+        said = [evidence(s.ts, lab, s.kind, engine_reports.said(s)) for lab, s in sigs[-4:]]
         fresh = [e for e in said if e not in f.evidence]
         f.evidence = (fresh + crash.evidence[:4] + f.evidence)[: hangs.MAX_EVIDENCE]
         f.culprit = hang.culprit or f.culprit

@@ -1,6 +1,6 @@
 """A launch that stopped making progress: suspected_deadlock (start-up), stalled_serving (serving),
-rank_divergence (one rank behind peers that still move), and the engines' confirmed signals (PyTorch NCCL
-watchdog / heartbeat, SGLang scheduler watchdog) that open or upgrade them at once.
+rank_divergence (one rank behind peers that still move). The engines' own reports (PyTorch's NCCL watchdog,
+SGLang's scheduler watchdog, ...) that open or upgrade them at once are app/detect/engine_reports.py's.
 
 The core signal is no progress where progress is expected; the GPU signature and cross-rank comparison say
 which kind of stall it is and which rank is the odd one out.
@@ -15,33 +15,15 @@ from agents import ranklabel
 from app.detect import stacks
 from app.detect.config import DetectConfig
 from app.detect.culprit import (
-    behind,
     behind_in_nccl,
     idle,
     odd_one_out,
     signature,
 )
-from app.detect.engine_reports import ENGINE_STALL_SIGNALS, REPEATED, moved_since, named_ranks, shm_repeat
-from app.detect.findings import Evidence, Finding, evidence, excerpt
+from app.detect.findings import Evidence, Finding, evidence
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
-from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, Signal
+from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState
 
-# The engines' own reports that a collective or a scheduler stopped: each opens (or confirms) the launch's
-# hang incident at once, as this kind. A dump signal is sent by the rank whose collective timed out; PyTorch's
-# failure report names the collective it gave up on; SGLang's watchdog prints its debug dump before the
-# timeout line, and an excerpt often keeps only the dump.
-HANG_SIGNALS = {
-    "nccl_timeout": "nccl_timeout",
-    # gloo's collective timeout and c10d's store timeout: PyTorch's own collective timeout, as NCCL's watchdog
-    "collective_timeout": "nccl_timeout",
-    "nccl_heartbeat": "nccl_timeout",
-    "nccl_dump": "nccl_timeout",
-    "nccl_failure": "nccl_timeout",
-    "watchdog_timeout": "watchdog_timeout",
-    "watchdog_debug": "watchdog_timeout",
-}
-# PyTorch's reports say which collective each rank stands at; SGLang's watchdog fires on the stuck scheduler
-_SGLANG_WATCHDOG = frozenset({"watchdog_timeout", "watchdog_debug"})
 MAX_EVIDENCE = 24
 MAX_STACKS = 64  # ranks of a launch whose stacks one suspicion asks for
 
@@ -268,127 +250,6 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         # the server's cadence and a report after the silence began already held the evidence over time
         settled=limit < cfg.stall_serving_s,
     )
-
-
-def confirmed_signals(st: LaunchState) -> list[tuple[str | None, Signal]]:
-    kinds = HANG_SIGNALS.keys() | ENGINE_STALL_SIGNALS
-    out: list[tuple[str | None, Signal]] = [
-        (r.label, s) for r in st.ranks.values() for s in r.signals if s.kind in kinds
-    ]
-    out += [(lab, s) for lab, s in st.signals if s.kind in kinds]
-    out.sort(key=lambda x: x[1].ts)
-    return [x for x in out if x[1].kind not in REPEATED or shm_repeat(st, x[1], out)]
-
-
-def signal_kind(st: LaunchState, kind: str) -> str:
-    """The hang kind an engine report opens: its own, or for vLLM's (which say nothing of why) where it is."""
-    if kind in HANG_SIGNALS:
-        return HANG_SIGNALS[kind]
-    served = st.ready_at is not None or st.last_decode_at is not None
-    return "stalled_serving" if served or launch_phase(st) in ("serving", "ready") else "suspected_deadlock"
-
-
-def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None:
-    """The engines' own watchdogs fired: open (or upgrade) the launch's hang incident as confirmed."""
-    # an hour-old report still stands while nothing has moved since (replay --until hours past the last line)
-    sigs = [(lab, s) for lab, s in confirmed_signals(st) if now - s.ts < 3600 or not moved_since(st, s.ts)]
-    if not sigs:
-        return base
-    if base is not None and base.held:
-        base = None  # a suspicion that only asked for stacks: the engine's own signal opens the incident
-    first_kind = signal_kind(st, sigs[0][1].kind)
-    culprit = base.culprit if base else None
-    culprit, reason = _signal_culprit(st, sigs, culprit)
-    sig_ev = [evidence(s.ts, lab, s.kind, said(s)) for lab, s in sigs[-8:]]
-    if base is not None:
-        base.confidence = "confirmed"
-        base.confirmed_by = sorted({HANG_SIGNALS.get(s.kind, s.kind) for _, s in sigs})
-        base.evidence = (sig_ev + base.evidence)[:MAX_EVIDENCE]
-        if culprit:
-            base.culprit = culprit
-        base.summary = (
-            base.summary.rstrip(".") + f". Confirmed by the engine: {excerpt(said(sigs[0][1]), 160)}"
-        )
-        return base
-    what = {
-        "nccl_timeout": "PyTorch's NCCL watchdog",
-        "watchdog_timeout": "SGLang's scheduler watchdog",
-    }.get(first_kind, "vLLM's engine stall report")
-    if sigs[0][1].kind == "collective_timeout":
-        what = "PyTorch's collective timeout"
-    elif sigs[0][1].kind == "rendezvous_lost":
-        what = "torchelastic's rendezvous keep-alive failure"
-    who = (
-        f"; {culprit} is the suspect: {reason}"
-        if culprit and reason
-        else (f"; suspect {culprit}" if culprit else "")
-    )
-    return Finding(
-        key=f"hang:{st.key}",
-        kind=first_kind,
-        launch=st.key,
-        summary=f"{what} fired{named_ranks(sigs)}{who}{_named(sigs)}.",
-        culprit=culprit,
-        ranks=sorted({lab for lab, _ in sigs if lab} | ({culprit} if culprit else set())),
-        evidence=sig_ev,
-        confidence="confirmed",
-        confirmed_by=sorted({first_kind, HANG_SIGNALS.get(sigs[0][1].kind, sigs[0][1].kind)}),
-        since=sigs[0][1].ts,
-        phase="serving" if first_kind == "stalled_serving" else launch_phase(st),
-    )
-
-
-def _named(sigs: list[tuple[str | None, Signal]]) -> str:
-    """The ranks PyTorch's dump signals say timed out ("... collective timeout from rank 2")."""
-    named = sorted(
-        {int(s.fields["from_rank"]) for _, s in sigs if isinstance(s.fields.get("from_rank"), int)}
-    )
-    return f"; the collective timed out on rank {', '.join(map(str, named))}" if named else ""
-
-
-def collective_position(sig: Signal) -> int | None:
-    """Which collective a PyTorch report says its rank stands at: the SeqNum that timed out, the work the
-    failure report names, or the one after the last completed."""
-    f = sig.fields
-    for key in ("seq", "failed_work"):
-        if isinstance(f.get(key), int):
-            return int(f[key])
-    done = f.get("completed")
-    return int(done) + 1 if isinstance(done, int) else None
-
-
-def _signal_culprit(
-    st: LaunchState, sigs: list[tuple[str | None, Signal]], culprit: str | None
-) -> tuple[str | None, str]:
-    """The rank the engines' reports point at: the one a collective behind its peers (lower SeqNum), the one
-    scheduler whose SGLang watchdog fired, or the one rank whose peers' PyTorch watchdogs all fired."""
-    pos: dict[str, float] = {}
-    for lab, s in sigs:
-        p = collective_position(s)
-        if lab and p is not None:
-            pos[lab] = min(pos.get(lab, p), p)
-    if (odd := behind(pos)) and len(odd) == 1:
-        return odd[0], (
-            f"it stands at collective SeqNum={int(pos[odd[0]])}, behind its peers' {int(max(pos.values()))}"
-        )
-    stuck = sorted({lab for lab, s in sigs if lab and s.kind in _SGLANG_WATCHDOG})
-    if len(stuck) == 1 and culprit is None:
-        return stuck[0], "its scheduler watchdog fired: it stopped making progress"
-    if culprit is None:
-        reporting = {lab for lab, _ in sigs if lab}
-        live = [r.label for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
-        silent = [lab for lab in live if lab not in reporting]
-        if reporting and silent and len(silent) * 2 < len(live):
-            return (
-                silent[0] if len(silent) == 1 else None,
-                f"every peer's watchdog fired waiting for it ({', '.join(silent)} reported nothing)",
-            )
-    return culprit, ""
-
-
-def said(s: Signal) -> str:
-    """What a signal says, in one line: a traceback's exception line rather than its first frames."""
-    return str(s.fields.get("exc_message") or s.message)[:400]
 
 
 def divergence(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:

@@ -11,8 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from agents import wire
-from app.rankstate.model import MILESTONES, STARTUP_PHASES, LaunchState, PhaseSpan, RankState, set_phase
+from agents import ranklabel, wire
+from app.rankstate.model import (
+    MILESTONES,
+    STARTUP_PHASES,
+    Fleet,
+    LaunchState,
+    PhaseSpan,
+    RankState,
+    set_phase,
+)
 
 # Python traceback frames: File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 296, in capture
 _FRAME = re.compile(r'File "([^"\n]{1,400})", line \d+, in ([\w<>.]{1,120})')
@@ -194,3 +202,26 @@ def failed_just_before(st: LaunchState, ts: float) -> str | None:
         if r.last_error_at is not None and ts - FAILED_BEFORE_S <= r.last_error_at <= ts
     ]
     return min(hits)[1] if hits else None
+
+
+def crashed_child(fleet: Fleet, st: LaunchState, host: str, ev: wire.Event) -> str | None:
+    """The rank a supervisor's report that a worker died names: by its pid, its rank index or its local rank."""
+    pid = ev.fields.get("pid")
+    if isinstance(pid, int) and (host, pid) in fleet.by_pid:
+        return fleet.by_pid[(host, pid)][1]
+    idx = ev.fields.get("rank_index")
+    local = ev.fields.get("local_rank")
+    if not isinstance(idx, int):
+        # torchrun's "failed (exitcode: -9) local_rank: 3": where the pid is not known, the global rank on one node
+        return (
+            (ranklabel.label_for_global(st.ranks, local) or global_label(st.ranks, local))
+            if isinstance(local, int)
+            else None
+        )
+    if (label := ranklabel.label_for_global(st.ranks, idx)) is None and str(
+        ev.fields.get("process", "")
+    ).startswith("VllmWorker"):
+        # vLLM names a dead worker by its rank ('Worker proc VllmWorker-1 died unexpectedly'), often before
+        # any line of that worker: with tensor parallelism its rank is its TP index, the label its lines carry
+        label = f"TP{idx}"
+    return label

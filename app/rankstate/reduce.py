@@ -10,6 +10,7 @@ from app.rankstate.infer import (
     SINGLE_RANK,
     backfill,
     batch_phase,
+    crashed_child,
     failed_just_before,
     global_label,
     phase_hint,
@@ -82,7 +83,7 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         n = int(ev.fields["global_rank"] or 0)
         label = rank_for_global(st, n) or global_label(st.ranks, n)
     if label is None and ev.kind in ("child_crashed", "closing_signal"):
-        label = _crashed_child(fleet, st, host, ev)
+        label = crashed_child(fleet, st, host, ev)
     if label is None and ev.kind in ("child_crashed", "init_failed"):
         label = failed_just_before(st, ev.ts)
     if label is None and single_scheduler(st, ev):
@@ -104,26 +105,6 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
 
 def _signal(ev: wire.Event) -> Signal:
     return Signal(ev.ts, ev.kind, ev.message[:1000], dict(ev.fields))
-
-
-def _crashed_child(fleet: Fleet, st: LaunchState, host: str, ev: wire.Event) -> str | None:
-    pid = ev.fields.get("pid")
-    if isinstance(pid, int) and (host, pid) in fleet.by_pid:
-        return fleet.by_pid[(host, pid)][1]
-    idx = ev.fields.get("rank_index")
-    local = ev.fields.get("local_rank")
-    if not isinstance(idx, int):
-        # torchrun's "failed (exitcode: -9) local_rank: 3": where the pid is not known, the global rank on one node
-        return (
-            (rank_for_global(st, local) or global_label(st.ranks, local)) if isinstance(local, int) else None
-        )
-    if (label := rank_for_global(st, idx)) is None and str(ev.fields.get("process", "")).startswith(
-        "VllmWorker"
-    ):
-        # vLLM names a dead worker by its rank ('Worker proc VllmWorker-1 died unexpectedly'), often before
-        # any line of that worker: with tensor parallelism its rank is its TP index, the label its lines carry
-        label = f"TP{idx}"
-    return label
 
 
 def _launch_event(st: LaunchState, ev: wire.Event) -> None:
