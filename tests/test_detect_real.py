@@ -76,9 +76,11 @@ def test_placement_group_waits_are_no_progress_but_wait_out_the_start_up_interva
 def test_vllm_v0_acceptance_counts_drafted_tokens_since_the_report_before(tmp_path: Path) -> None:
     # https://github.com/vllm-project/vllm/issues/6768: Medusa with 16 speculative tokens, not one accepted; V0
     # prints totals since start (42272, then 51056 drafted) in its doubled-unit wording of vLLM 0.5
-    (inc,) = run_log(tmp_path, corpus_lines("vllm-vllm-6768"), 2024).incidents
-    assert inc.kind == "low_acceptance"
-    assert any(e["what"] == "drafted tokens" and e["value"] == "0 of 51056 accepted" for e in inc.evidence)
+    run = run_log(tmp_path, corpus_lines("vllm-vllm-6768"), 2024)
+    (inc,) = run.incidents
+    assert inc.kind == "low_acceptance"  # from the first line: 0 of 42272 accepted
+    assert any(e["what"] == "drafted tokens" and e["value"] == "0 of 42272 accepted" for e in inc.evidence)
+    assert [a.drafted for a in run.launch.accept] == [42272, 51056 - 42272]
     # https://github.com/vllm-project/vllm/issues/8620: the one line, header-less and in markdown bold
     (one,) = run_log(tmp_path, corpus_lines("vllm-vllm-8620"), 2024, name="one.log").incidents
     assert one.kind == "low_acceptance" and "accept length 1.00" in one.summary
