@@ -1,12 +1,13 @@
 """Ingest throughput: many concurrent simulated agents over real HTTP against a real server process, on SQLite
-and PostgreSQL, beside the raw bulk-insert rate of the same rows straight into the same database.
+and PostgreSQL, beside the physical limit: the same rows written straight into the same database (same schema
+and indexes) by PostgreSQL binary COPY or sqlite3 executemany, in the same run (benchmarks/ingest_limits.py).
 
     python benchmarks/ingest.py [--seconds 20] [--agents 32] [--backend sqlite|postgres|both]
-                                [--events 4] [--metrics 0]
+                                [--events 4] [--metrics 0] [--repeat 3] [--profile DIR] [--index-costs]
 
 A batch is what one 8-GPU host sends every 2 s at 1 s sampling: 16 GPU samples, 16 process samples and
-4 log events (36 records). "samples/s" counts every record stored.
-"""
+4 log events (36 records). "samples/s" counts every record stored. With ``--repeat`` the backends take turns
+and each figure is the median of the runs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +31,7 @@ import uvloop
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import ingest_limits as limits  # noqa: E402
 from tests.support import PgDatabases, ServerProcess, cli, pg_available  # noqa: E402
 
 
@@ -206,57 +209,6 @@ async def load(base_url: str, tokens: dict[str, str], seconds: float) -> tuple[i
     return sum(counts), latencies, errors
 
 
-def raw_insert_rate(url: str, n_batches: int) -> float:
-    """The same rows straight into the same database, one transaction per batch: this machine's limit."""
-    from pydantic import TypeAdapter
-
-    from agents.wire import IngestBatch
-    from app.ingest.batches import store_batch
-    from app.store.db import make_engine, session_factory, transaction
-
-    adapter = TypeAdapter(IngestBatch)
-    engine = make_engine(url)
-    factory = session_factory(engine)
-    batches = [
-        adapter.validate_python(batch(f"raw-{i % 32}", f"raw-agent-{i % 32}", i, time.time()))
-        for i in range(n_batches)
-    ]
-    t0 = time.perf_counter()
-    for b in batches:
-        with transaction(factory) as s:
-            store_batch(s, b, time.time())  # no shared cache: the first-time path every batch
-    elapsed = time.perf_counter() - t0
-    engine.dispose()
-    return n_batches * RECORDS_PER_BATCH / elapsed
-
-
-def core_insert_rate(url: str, n_batches: int) -> float:
-    """Bare SQLAlchemy Core executemany of the same sample rows, one transaction per batch, no lookups."""
-    from sqlalchemy import insert
-
-    from app.store import models
-    from app.store.db import make_engine, session_factory, transaction
-
-    engine = make_engine(url)
-    factory = session_factory(engine)
-    with transaction(factory) as s:
-        s.execute(insert(models.Host).values(name="core", first_seen=0, last_seen=0))
-        host_id = s.execute(models.Host.__table__.select().where(models.Host.name == "core")).first().id
-        s.execute(insert(models.Gpu).values(host_id=host_id, uuid="GPU-core", index=0, last_seen=0))
-        gpu_id = s.execute(models.Gpu.__table__.select().where(models.Gpu.uuid == "GPU-core")).first().id
-    rows = [
-        {"gpu_id": gpu_id, "ts": time.time(), "util_gpu_pct": 97.0, "mem_used_bytes": 1, "power_w": 1.0}
-        for _ in range(RECORDS_PER_BATCH)
-    ]
-    t0 = time.perf_counter()
-    for _ in range(n_batches):
-        with transaction(factory) as s:
-            s.execute(insert(models.GpuSample), rows)
-    elapsed = time.perf_counter() - t0
-    engine.dispose()
-    return n_batches * RECORDS_PER_BATCH / elapsed
-
-
 def group_commit_size(base_url: str) -> float | None:
     """Batches per ingest transaction, from the server's own /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -269,7 +221,7 @@ def group_commit_size(base_url: str) -> float | None:
     return round(values["specwatch_ingest_batches_total"] / tx, 1) if tx else None
 
 
-def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str, Any]:
+def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Path | None) -> dict[str, Any]:
     tokens = {
         f"bench-{i:03d}": cli(
             "token", "create", "--host", f"bench-{i:03d}", "--database-url", url
@@ -284,42 +236,76 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int) -> dict[str,
     assert server.proc is not None
     proc = psutil.Process(server.proc.pid)
     procs = [proc, *proc.children(recursive=True)]
+    spy = None
+    if profile is not None:
+        # the HTTP process (ingest), GIL-holding samples only: where its one core of Python goes
+        spy = subprocess.Popen(
+            [str(Path(sys.executable).with_name("py-spy")), "record", "--gil", "--format", "raw", "--nonblocking",
+             "--rate", "100", "--duration", str(int(seconds)), "--pid", str(proc.pid), "--output", str(profile)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     me = psutil.Process()
     cpu0 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
     gen0 = me.cpu_times().user + me.cpu_times().system
+    load0 = os.getloadavg()[0]
     t0 = time.time()
     n, lat, errors = uvloop.run(load(server.base_url, tokens, seconds))
     wall = time.time() - t0
     cpu1 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
     gen1 = me.cpu_times().user + me.cpu_times().system
     batches_per_tx = group_commit_size(server.base_url)
+    if spy is not None:
+        spy.wait(timeout=60)
     server.stop()
     lat.sort()
-    http_rate = n * RECORDS_PER_BATCH / wall
-    raw = raw_insert_rate(url, 300)
-    core = core_insert_rate(url, 300)
+    stored = n * RECORDS_PER_BATCH
+    http_rate = stored / wall
+    # the limit: the same rows, a group being one batch from every agent (the largest group this load can form)
+    n_groups = max(20, 150_000 // (n_agents * RECORDS_PER_BATCH))
+    if name == "postgres":
+        groups = limits.groups_of(limits.pg_ids(url), SHAPE["events"], n_groups, n_agents)
+        limit_name, limit = "pg_copy_binary", limits.pg_copy_rate(url, groups)
+    else:
+        path = url.removeprefix("sqlite:///")
+        groups = limits.groups_of(limits.sqlite_ids(path), SHAPE["events"], n_groups, n_agents)
+        limit_name, limit = "sqlite3_executemany", limits.sqlite_executemany_rate(path, groups)
     return {
         "backend": name,
         "agents": n_agents,
         "server_workers": SHAPE["workers"],
+        "load_average_before": round(load0, 1),
         "seconds": round(wall, 1),
         "batches": n,
         "samples_per_s": round(http_rate),
         "p50_ms": round(1000 * statistics.median(lat), 1),
         "p99_ms": round(1000 * lat[int(0.99 * (len(lat) - 1))], 1),
         "server_cpu_cores": round((cpu1 - cpu0) / wall, 2),
-        # load-independent: what one core of server time stores (the machine is shared with the load generator)
+        # load-independent: server time (HTTP and jobs processes) per stored record; the machine is shared
+        "server_cpu_us_per_record": round(1e6 * (cpu1 - cpu0) / max(stored, 1), 1),
         "server_cpu_ms_per_batch": round(1000 * (cpu1 - cpu0) / max(n, 1), 2),
-        "samples_per_server_cpu_s": round(n * RECORDS_PER_BATCH / max(cpu1 - cpu0, 1e-9)),
         "load_generator_cpu_cores": round((gen1 - gen0) / wall, 2),
         "batches_per_transaction": batches_per_tx,
         "errors": len(errors),
-        "raw_store_batch_samples_per_s": round(raw),
-        "raw_core_insert_samples_per_s": round(core),
-        "http_vs_raw_store": round(http_rate / raw, 2),
-        "http_vs_core_insert": round(http_rate / core, 2),
+        f"{limit_name}_rows_per_s": round(limit),
+        f"http_vs_{limit_name}": round(http_rate / limit, 3),
+        "limit_rows_per_transaction": n_agents * RECORDS_PER_BATCH,
         "first_error": errors[0] if errors else None,
     }
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric figure's median over the runs (and its range), the rest from the first run."""
+    out: dict[str, Any] = {}
+    for key, first in runs[0].items():
+        values = [r[key] for r in runs]
+        if isinstance(first, int | float) and not isinstance(first, bool) and None not in values:
+            out[key] = statistics.median(values)
+            if len(runs) > 1 and min(values) != max(values):
+                out[key + "_range"] = [min(values), max(values)]
+        else:
+            out[key] = first
+    return out
 
 
 def main() -> None:
@@ -330,25 +316,47 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=4, help="log events per batch (default 4)")
     ap.add_argument("--metrics", type=int, default=0, help="engine metric samples per batch (default 0)")
     ap.add_argument("--workers", type=int, default=1, help="server processes (specwatch serve --workers)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per backend; the median is reported")
+    ap.add_argument("--profile", type=Path, help="py-spy record --gil of the HTTP process into DIR (first run)")
+    ap.add_argument("--index-costs", action="store_true", help="PostgreSQL: COPY with each index dropped")
     args = ap.parse_args()
     global RECORDS_PER_BATCH
     SHAPE.update(events=args.events, metrics=args.metrics, workers=args.workers)
     RECORDS_PER_BATCH = 32 + args.events + args.metrics
-    results = []
-    if args.backend in ("sqlite", "both"):
-        with tempfile.TemporaryDirectory() as d:
-            results.append(run_backend("sqlite", f"sqlite:///{d}/bench.db", args.seconds, args.agents))
-    if args.backend in ("postgres", "both"):
-        if pg_available():
-            sys.exit(f"PostgreSQL not reachable: {pg_available()}")
-        dbs = PgDatabases()
-        try:
-            results.append(run_backend("postgres", dbs.fresh(), args.seconds, args.agents))
-        finally:
-            dbs.drop_all()
-    print(f"cpu cores: {os.cpu_count()}, records per batch: {RECORDS_PER_BATCH}")
-    for r in results:
-        print(orjson.dumps(r, option=orjson.OPT_INDENT_2).decode())
+    if args.metrics and args.backend != "sqlite":
+        print("note: the COPY limit writes no metric samples; its ratio counts them all the same")
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    if "postgres" in backends and pg_available():
+        sys.exit(f"PostgreSQL not reachable: {pg_available()}")
+    runs: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    dbs = PgDatabases()
+    try:
+        # interleaved, so that a change in the machine's load falls on every backend alike
+        for i in range(args.repeat):
+            for b in backends:
+                prof = args.profile / f"{b}.txt" if args.profile and i == 0 else None
+                if b == "sqlite":
+                    with tempfile.TemporaryDirectory() as d:
+                        r = run_backend(b, f"sqlite:///{d}/bench.db", args.seconds, args.agents, prof)
+                else:
+                    url = dbs.fresh()
+                    r = run_backend(b, url, args.seconds, args.agents, prof)
+                    if args.index_costs and i == 0:
+                        r["index_costs"] = index_costs_of(url, args.agents)
+                runs[b].append(r)
+                print(orjson.dumps(r).decode(), flush=True)
+    finally:
+        dbs.drop_all()
+    print(f"cpu cores: {os.cpu_count()}, records per batch: {RECORDS_PER_BATCH}, runs: {args.repeat}")
+    for b in backends:
+        print(orjson.dumps(median_of(runs[b]), option=orjson.OPT_INDENT_2).decode())
+
+
+def index_costs_of(url: str, n_agents: int) -> list[dict[str, Any]]:
+    groups = limits.groups_of(limits.pg_ids(url), SHAPE["events"], max(20, 60_000 // (n_agents * 36)), n_agents)
+    return limits.index_costs(url, groups)
 
 
 if __name__ == "__main__":
