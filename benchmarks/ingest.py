@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import ingest_limits as limits  # noqa: E402
-from tests.support import PgDatabases, ServerProcess, cli, pg_available  # noqa: E402
+from tests.support import PgDatabases, ServerProcess, pg_available  # noqa: E402
 
 
 def batch(host: str, agent_id: str, seq: int, t: float) -> dict[str, Any]:
@@ -221,13 +221,23 @@ def group_commit_size(base_url: str) -> float | None:
     return round(values["specwatch_ingest_batches_total"] / tx, 1) if tx else None
 
 
+def make_tokens(url: str, hosts: list[str]) -> dict[str, str]:
+    """One agent token per host, as ``specwatch token create`` makes them, in one transaction (a CLI process
+    per token took a minute for 32 agents on a loaded machine)."""
+    from app import auth
+    from app.db import make_engine, session_factory, transaction, upgrade
+
+    if url.startswith("sqlite"):
+        upgrade(url)
+    engine = make_engine(url)
+    with transaction(session_factory(engine)) as s:
+        tokens = {h: auth.create_token(s, h) for h in hosts}
+    engine.dispose()
+    return tokens
+
+
 def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Path | None) -> dict[str, Any]:
-    tokens = {
-        f"bench-{i:03d}": cli(
-            "token", "create", "--host", f"bench-{i:03d}", "--database-url", url
-        ).stdout.strip()
-        for i in range(n_agents)
-    }
+    tokens = make_tokens(url, [f"bench-{i:03d}" for i in range(n_agents)])
     server = ServerProcess(
         url, env={"SPECWATCH_PRUNE_INTERVAL_S": "3600", "SPECWATCH_WORKERS": str(SHAPE["workers"])}
     ).start()
