@@ -236,8 +236,46 @@ def make_tokens(url: str, hosts: list[str]) -> dict[str, str]:
     return tokens
 
 
+LIMIT_HOST = "limit-000"
+
+
+def limit_rate(name: str, url: str, n_agents: int) -> tuple[float, float]:
+    """The physical limit's rows/s and CPU s per row, a group being one batch from every agent (the largest
+    group this load can form), for the ids the server gave LIMIT_HOST."""
+    n_groups = max(20, 150_000 // (n_agents * RECORDS_PER_BATCH))
+    if name == "postgres":
+        groups = limits.groups_of(limits.pg_ids(url, LIMIT_HOST), SHAPE["events"], n_groups, n_agents)
+        return limits.pg_copy_rate(url, groups)
+    path = url.removeprefix("sqlite:///")
+    groups = limits.groups_of(limits.sqlite_ids(path, LIMIT_HOST), SHAPE["events"], n_groups, n_agents)
+    return limits.sqlite_executemany_rate(path, groups)
+
+
+def store_one(url: str, host: str) -> None:
+    """One batch of ``host`` through the server's own store code: the ids the limit's rows refer to."""
+    from pydantic import TypeAdapter
+
+    from agents.wire import IngestBatch
+    from app.db import make_engine, session_factory, transaction
+    from app.ingest import store_batch
+
+    engine = make_engine(url)
+    with transaction(session_factory(engine)) as s:
+        body = TypeAdapter(IngestBatch).validate_python(batch(host, "limit-agent-0", 0, time.time()))
+        store_batch(s, body, time.time())
+    engine.dispose()
+
+
+def cpu_of(procs: list[psutil.Process]) -> float:
+    return sum(t.user + t.system for t in (p.cpu_times() for p in procs))
+
+
 def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Path | None) -> dict[str, Any]:
     tokens = make_tokens(url, [f"bench-{i:03d}" for i in range(n_agents)])
+    store_one(url, LIMIT_HOST)
+    # the limit right before and right after the HTTP run, the mean of the two: the load of this shared
+    # machine drifts, and the ratio should compare like with like
+    limit_before, limit_cpu_before = limit_rate(name, url, n_agents)
     server = ServerProcess(
         url, env={"SPECWATCH_PRUNE_INTERVAL_S": "3600", "SPECWATCH_WORKERS": str(SHAPE["workers"])}
     ).start()
@@ -250,41 +288,56 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
     if profile is not None:
         # the HTTP process (ingest), GIL-holding samples only: where its one core of Python goes
         spy = subprocess.Popen(
-            [str(Path(sys.executable).with_name("py-spy")), "record", "--gil", "--format", "raw", "--nonblocking",
-             "--rate", "100", "--duration", str(int(seconds)), "--pid", str(proc.pid), "--output", str(profile)],
+            [
+                str(Path(sys.executable).with_name("py-spy")),
+                "record",
+                "--gil",
+                "--format",
+                "raw",
+                "--nonblocking",
+                "--rate",
+                "100",
+                "--duration",
+                str(int(seconds)),
+                "--pid",
+                str(proc.pid),
+                "--output",
+                str(profile),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
     me = psutil.Process()
-    cpu0 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+    db0 = limits.pg_database_cpu(url) if name == "postgres" else {}
+    cpu0 = cpu_of(procs)
     gen0 = me.cpu_times().user + me.cpu_times().system
     load0 = os.getloadavg()[0]
     t0 = time.time()
     n, lat, errors = uvloop.run(load(server.base_url, tokens, seconds))
     wall = time.time() - t0
-    cpu1 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+    cpu1 = cpu_of(procs)
+    db1 = limits.pg_database_cpu(url) if name == "postgres" else {}
     gen1 = me.cpu_times().user + me.cpu_times().system
+    load1 = os.getloadavg()[0]
     batches_per_tx = group_commit_size(server.base_url)
     if spy is not None:
         spy.wait(timeout=60)
     server.stop()
+    limit_after, limit_cpu_after = limit_rate(name, url, n_agents)
     lat.sort()
     stored = n * RECORDS_PER_BATCH
     http_rate = stored / wall
-    # the limit: the same rows, a group being one batch from every agent (the largest group this load can form)
-    n_groups = max(20, 150_000 // (n_agents * RECORDS_PER_BATCH))
-    if name == "postgres":
-        groups = limits.groups_of(limits.pg_ids(url), SHAPE["events"], n_groups, n_agents)
-        limit_name, limit = "pg_copy_binary", limits.pg_copy_rate(url, groups)
-    else:
-        path = url.removeprefix("sqlite:///")
-        groups = limits.groups_of(limits.sqlite_ids(path), SHAPE["events"], n_groups, n_agents)
-        limit_name, limit = "sqlite3_executemany", limits.sqlite_executemany_rate(path, groups)
+    limit = (limit_before + limit_after) / 2
+    # the server's PostgreSQL backends (its pool's connections, present at both ends of the run)
+    db_cpu = sum(db1[pid] - db0[pid] for pid in db1.keys() & db0.keys())
+    http_cpu_per_record = (cpu1 - cpu0 + db_cpu) / max(stored, 1)
+    limit_cpu = (limit_cpu_before + limit_cpu_after) / 2
+    limit_name = "pg_copy_binary" if name == "postgres" else "sqlite3_executemany"
     return {
         "backend": name,
         "agents": n_agents,
         "server_workers": SHAPE["workers"],
-        "load_average_before": round(load0, 1),
+        "load_average": [round(load0, 1), round(load1, 1)],
         "seconds": round(wall, 1),
         "batches": n,
         "samples_per_s": round(http_rate),
@@ -294,11 +347,18 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
         # load-independent: server time (HTTP and jobs processes) per stored record; the machine is shared
         "server_cpu_us_per_record": round(1e6 * (cpu1 - cpu0) / max(stored, 1), 1),
         "server_cpu_ms_per_batch": round(1000 * (cpu1 - cpu0) / max(n, 1), 2),
+        # the same with the database's own CPU (PostgreSQL backends; SQLite runs inside the server)
+        "with_db_cpu_us_per_record": round(1e6 * http_cpu_per_record, 1),
         "load_generator_cpu_cores": round((gen1 - gen0) / wall, 2),
         "batches_per_transaction": batches_per_tx,
         "errors": len(errors),
         f"{limit_name}_rows_per_s": round(limit),
+        f"{limit_name}_before_after": [round(limit_before), round(limit_after)],
+        f"{limit_name}_cpu_us_per_row": round(1e6 * limit_cpu, 2),
         f"http_vs_{limit_name}": round(http_rate / limit, 3),
+        # the same ratio in CPU: what a record costs the limit over what it costs the server, database
+        # included; the load of the machine cancels out of it
+        f"http_vs_{limit_name}_cpu": round(limit_cpu / http_cpu_per_record, 3),
         "limit_rows_per_transaction": n_agents * RECORDS_PER_BATCH,
         "first_error": errors[0] if errors else None,
     }
@@ -327,8 +387,14 @@ def main() -> None:
     ap.add_argument("--metrics", type=int, default=0, help="engine metric samples per batch (default 0)")
     ap.add_argument("--workers", type=int, default=1, help="server processes (specwatch serve --workers)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per backend; the median is reported")
-    ap.add_argument("--profile", type=Path, help="py-spy record --gil of the HTTP process into DIR (first run)")
-    ap.add_argument("--index-costs", action="store_true", help="PostgreSQL: COPY with each index dropped")
+    ap.add_argument(
+        "--profile", type=Path, help="py-spy record --gil of the HTTP process into DIR (first run)"
+    )
+    ap.add_argument(
+        "--index-costs",
+        action="store_true",
+        help="PostgreSQL: COPY's CPU per row with each index / foreign key dropped (no HTTP run)",
+    )
     args = ap.parse_args()
     global RECORDS_PER_BATCH
     SHAPE.update(events=args.events, metrics=args.metrics, workers=args.workers)
@@ -342,6 +408,15 @@ def main() -> None:
         sys.exit(f"PostgreSQL not reachable: {pg_available()}")
     runs: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
     dbs = PgDatabases()
+    if args.index_costs:  # on its own: a fresh database holding one host's GPUs and processes
+        try:
+            url = dbs.fresh()
+            store_one(url, LIMIT_HOST)
+            for row in index_costs_of(url, args.agents):
+                print(orjson.dumps(row).decode())
+        finally:
+            dbs.drop_all()
+        return
     try:
         # interleaved, so that a change in the machine's load falls on every backend alike
         for i in range(args.repeat):
@@ -353,8 +428,6 @@ def main() -> None:
                 else:
                     url = dbs.fresh()
                     r = run_backend(b, url, args.seconds, args.agents, prof)
-                    if args.index_costs and i == 0:
-                        r["index_costs"] = index_costs_of(url, args.agents)
                 runs[b].append(r)
                 print(orjson.dumps(r).decode(), flush=True)
     finally:
@@ -365,7 +438,8 @@ def main() -> None:
 
 
 def index_costs_of(url: str, n_agents: int) -> list[dict[str, Any]]:
-    groups = limits.groups_of(limits.pg_ids(url), SHAPE["events"], max(20, 60_000 // (n_agents * 36)), n_agents)
+    n_groups = max(20, 60_000 // (n_agents * RECORDS_PER_BATCH))
+    groups = limits.groups_of(limits.pg_ids(url, LIMIT_HOST), SHAPE["events"], n_groups, n_agents)
     return limits.index_costs(url, groups)
 
 

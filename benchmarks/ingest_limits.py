@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+import psutil
 import psycopg
 
 # (table, columns, PostgreSQL types of the columns for binary COPY): the server's column order
@@ -116,26 +117,28 @@ def _count(groups: Sequence[Rows]) -> int:
     return sum(len(rows) for g in groups for rows in g.values())
 
 
-def pg_ids(url: str) -> dict[str, Any]:
-    """Ids of one host the HTTP run created: its 8 GPUs, 8 processes and launch."""
+def pg_ids(url: str, host: str) -> dict[str, Any]:
+    """Ids the server gave one host: its 8 GPUs, 8 processes and launch."""
     with psycopg.connect(_libpq(url)) as conn:
-        host = conn.execute("SELECT id FROM hosts ORDER BY id LIMIT 1").fetchone()
-        assert host is not None, "the HTTP run stored no host"
-        return _ids(conn.execute, host[0], "%s")
+        row = conn.execute("SELECT id FROM hosts WHERE name = %s", (host,)).fetchone()
+        assert row is not None, f"no host {host!r} stored"
+        return _ids(conn.execute, row[0], "%s")
 
 
-def sqlite_ids(path: str) -> dict[str, Any]:
+def sqlite_ids(path: str, host: str) -> dict[str, Any]:
     conn = sqlite3.connect(path)
     try:
-        host = conn.execute("SELECT id FROM hosts ORDER BY id LIMIT 1").fetchone()
-        return _ids(conn.execute, host[0], "?")
+        row = conn.execute("SELECT id FROM hosts WHERE name = ?", (host,)).fetchone()
+        return _ids(conn.execute, row[0], "?")
     finally:
         conn.close()
 
 
 def _ids(execute: Any, host_id: int, mark: str) -> dict[str, Any]:
     gpus = [r[0] for r in execute(f"SELECT id FROM gpus WHERE host_id = {mark} ORDER BY id", (host_id,))]
-    procs = [r[0] for r in execute(f"SELECT id FROM processes WHERE host_id = {mark} ORDER BY id", (host_id,))]
+    procs = [
+        r[0] for r in execute(f"SELECT id FROM processes WHERE host_id = {mark} ORDER BY id", (host_id,))
+    ]
     launch = execute(f"SELECT launch_id FROM processes WHERE host_id = {mark} LIMIT 1", (host_id,)).fetchone()
     return {"host": host_id, "gpus": gpus, "processes": procs, "launch": launch[0] if launch else None}
 
@@ -145,11 +148,19 @@ def _libpq(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
-def pg_copy_rate(url: str, groups: Sequence[Rows]) -> float:
-    """Rows/s of binary COPY, one transaction per group, one COPY per table per group."""
+def pg_backend_cpu(conn: psycopg.Connection[Any]) -> float:
+    """CPU seconds the PostgreSQL backend serving ``conn`` has used (it runs on this machine)."""
+    t = psutil.Process(conn.info.backend_pid).cpu_times()
+    return float(t.user + t.system)
+
+
+def pg_copy_rate(url: str, groups: Sequence[Rows]) -> tuple[float, float]:
+    """Rows/s of binary COPY, one transaction per group, one COPY per table per group; and CPU seconds per
+    row, this process's and its PostgreSQL backend's together."""
     with psycopg.connect(_libpq(url)) as conn:
         conn.execute("SET synchronous_commit = on")  # the server's setting (the default): durable commits
         conn.commit()
+        cpu0, db0 = time.process_time(), pg_backend_cpu(conn)
         t0 = time.perf_counter()
         for g in groups:
             with conn.transaction(), conn.cursor() as cur:
@@ -163,11 +174,14 @@ def pg_copy_rate(url: str, groups: Sequence[Rows]) -> float:
                         for row in rows:
                             copy.write_row(row)
         elapsed = time.perf_counter() - t0
-    return _count(groups) / elapsed
+        cpu = time.process_time() - cpu0 + pg_backend_cpu(conn) - db0
+    n = _count(groups)
+    return n / elapsed, cpu / n
 
 
-def sqlite_executemany_rate(path: str, groups: Sequence[Rows]) -> float:
-    """Rows/s of the sqlite3 module's executemany, one transaction per group, the server's pragmas."""
+def sqlite_executemany_rate(path: str, groups: Sequence[Rows]) -> tuple[float, float]:
+    """Rows/s of the sqlite3 module's executemany, one transaction per group, the server's pragmas; and CPU
+    seconds per row."""
     conn = sqlite3.connect(path, isolation_level=None)
     for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=30000"):
         conn.execute(f"PRAGMA {pragma}")
@@ -175,6 +189,7 @@ def sqlite_executemany_rate(path: str, groups: Sequence[Rows]) -> float:
         name: f"INSERT INTO {name} ({', '.join(c for c, _ in cols)}) VALUES ({', '.join('?' for _ in cols)})"
         for name, cols in TABLES
     }
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for g in groups:
         conn.execute("BEGIN IMMEDIATE")
@@ -183,8 +198,27 @@ def sqlite_executemany_rate(path: str, groups: Sequence[Rows]) -> float:
                 conn.executemany(stmts[name], g[name])
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
     conn.close()
-    return _count(groups) / elapsed
+    n = _count(groups)
+    return n / elapsed, cpu / n
+
+
+def pg_database_cpu(url: str) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend connected to the URL's database (the server's pool)."""
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(_libpq(url)) as conn:
+        me = conn.info.backend_pid
+        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,))]
+    out = {}
+    for pid in pids:
+        if pid != me:
+            try:
+                t = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            out[pid] = float(t.user + t.system)
+    return out
 
 
 # Secondary indexes and foreign keys of the sample tables (the PK (id, ts) is what the detector's id cursor
@@ -202,27 +236,40 @@ DROPPABLE = (
 
 
 def index_costs(url: str, groups: Sequence[Rows], repeat: int = 3) -> list[dict[str, Any]]:
-    """COPY rate with everything, then with each index / foreign key dropped alone (restored after), each the
-    median of ``repeat`` runs, in a database the caller throws away."""
+    """COPY's CPU per row (client and backend) with everything, then with each index / foreign key dropped
+    alone (restored after), each the median of ``repeat`` runs, in a database the caller throws away. CPU,
+    not rows/s: on a shared machine the wall clock mostly measures the neighbours."""
     import statistics
 
-    def rate() -> float:
-        return statistics.median(pg_copy_rate(url, groups) for _ in range(repeat))
+    def cpu() -> float:
+        return statistics.median(pg_copy_rate(url, groups)[1] for _ in range(repeat))
 
     with psycopg.connect(_libpq(url), autocommit=True) as conn:
-        defs = {
-            name: conn.execute(
-                "SELECT pg_get_indexdef(%s::regclass)" if kind == "INDEX" else
-                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = %s",
-                (name,),
-            ).fetchone()[0]  # type: ignore[index]
-            for _, kind, name in DROPPABLE
-        }
-        base = rate()
-        out = [{"dropped": None, "copy_rows_per_s": round(base)}]
+        defs = {}
+        for _, kind, name in DROPPABLE:
+            sql = (
+                "SELECT pg_get_indexdef(%s::regclass)"
+                if kind == "INDEX"
+                else "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = %s"
+            )
+            row = conn.execute(sql, (name,)).fetchone()
+            assert row is not None, name
+            defs[name] = row[0]
+        out: list[dict[str, Any]] = []
         for table, kind, name in DROPPABLE:
-            conn.execute(f"DROP INDEX {name}" if kind == "INDEX" else f"ALTER TABLE {table} DROP CONSTRAINT {name}")
-            r = rate()
-            conn.execute(defs[name] if kind == "INDEX" else f"ALTER TABLE {table} ADD CONSTRAINT {name} {defs[name]}")
-            out.append({"dropped": name, "copy_rows_per_s": round(r), "cost_pct": round(100 * (1 - base / r), 1)})
+            # the reference right before each drop: the cost per row drifts as the tables grow
+            base = cpu()
+            drop = f"DROP INDEX {name}" if kind == "INDEX" else f"ALTER TABLE {table} DROP CONSTRAINT {name}"
+            conn.execute(drop)
+            c = cpu()
+            add = defs[name] if kind == "INDEX" else f"ALTER TABLE {table} ADD CONSTRAINT {name} {defs[name]}"
+            conn.execute(add)
+            out.append(
+                {
+                    "dropped": name,
+                    "copy_cpu_us_per_row": [round(1e6 * base, 2), round(1e6 * c, 2)],
+                    # of every row's cost (the three tables' rows together)
+                    "cost_pct": round(100 * (base - c) / base, 1),
+                }
+            )
     return out

@@ -51,13 +51,17 @@ def main() -> None:
         adapter = TypeAdapter(IngestBatch)
         t = time.time()
         raw = [
-            [orjson.dumps(batch(h, f"agent-{h}-0000", g, t + g)) for h in hosts] for g in range(args.groups + 1)
+            [orjson.dumps(batch(h, f"agent-{h}-0000", g, t + g)) for h in hosts]
+            for g in range(args.groups + 1)
         ]
         validate = 0.0
         store = 0.0
         for g, bodies in enumerate(raw):
             t0 = time.process_time()
-            group = [IngestRequest(tokens[h], adapter.validate_json(b), t + g) for h, b in zip(hosts, bodies)]
+            group = [
+                IngestRequest(tokens[h], adapter.validate_json(b), t + g)
+                for h, b in zip(hosts, bodies, strict=True)
+            ]
             t1 = time.process_time()
             writer._write(group)
             t2 = time.process_time()

@@ -35,7 +35,19 @@ def test_every_value_comes_back_as_written(db_url: str, n: int) -> None:
     engine, gpu = _gpu(db_url)
     t0 = 1.7e9
     rows = [
-        (gpu, t0 + i, 97.5, None, INT64_MAX - i, 612.25, -3.0, 1980.0, None, 1e12, '[[1000,81604378624,95.0]]')
+        (
+            gpu,
+            t0 + i,
+            97.5,
+            None,
+            INT64_MAX - i,
+            612.25,
+            -3.0,
+            1980.0,
+            None,
+            1e12,
+            "[[1000,81604378624,95.0]]",
+        )
         if i % 2
         else (gpu, t0 + i, None, 0.0, 0, None, None, None, 2.5, None, None)
         for i in range(n)
