@@ -224,8 +224,8 @@ def group_commit_size(base_url: str) -> float | None:
 def make_tokens(url: str, hosts: list[str]) -> dict[str, str]:
     """One agent token per host, as ``specwatch token create`` makes them, in one transaction (a CLI process
     per token took a minute for 32 agents on a loaded machine)."""
-    from app import auth
-    from app.db import make_engine, session_factory, transaction, upgrade
+    from app.access import agent_tokens as auth
+    from app.store.db import make_engine, session_factory, transaction, upgrade
 
     if url.startswith("sqlite"):
         upgrade(url)
@@ -256,8 +256,8 @@ def store_one(url: str, host: str) -> None:
     from pydantic import TypeAdapter
 
     from agents.wire import IngestBatch
-    from app.db import make_engine, session_factory, transaction
-    from app.ingest import store_batch
+    from app.ingest.batches import store_batch
+    from app.store.db import make_engine, session_factory, transaction
 
     engine = make_engine(url)
     with transaction(session_factory(engine)) as s:

@@ -25,9 +25,9 @@ def main() -> None:
 
     from agents.wire import IngestBatch
     from app.access import agent_tokens as auth
-    from app.store.db import make_engine, session_factory, transaction, upgrade
     from app.ingest.cache import IngestCache
     from app.ingest.queue import IngestRequest, IngestWriter
+    from app.store.db import make_engine, session_factory, transaction, upgrade
     from tests.support import PgDatabases
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

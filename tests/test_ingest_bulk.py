@@ -1,4 +1,4 @@
-"""The sample rows' own write path (app/ingest_tables.py ``bulk_insert``): PostgreSQL binary COPY, SQLite
+"""The sample rows' own write path (app/ingest/bulk.py): PostgreSQL binary COPY, SQLite
 multi-row INSERTs in power-of-two chunks. Every value comes back as it went in, whatever the number of rows,
 and a row the database refuses fails as SQLAlchemy's error (what the server's answers are chosen by)."""
 
@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 
-from app import ingest_tables as tables
-from app import models
-from app.db import make_engine, session_factory, transaction
+from app.ingest import bulk, tables
+from app.store import models
+from app.store.db import make_engine, session_factory, transaction
 
 INT64_MAX = 2**63 - 1
 
@@ -54,7 +54,7 @@ def test_every_value_comes_back_as_written(db_url: str, n: int) -> None:
     ]
     try:
         with transaction(session_factory(engine)) as s:
-            tables.bulk_insert(s, tables.GPU_SAMPLES, rows)
+            bulk.bulk_insert(s, tables.GPU_SAMPLES, rows)
         G = models.GpuSample
         cols = [getattr(G, c) for c in tables.GPU_SAMPLES.columns if c != "processes"]
         with session_factory(engine)() as s:
@@ -71,7 +71,7 @@ def test_a_row_the_database_refuses_fails_as_sqlalchemy_error(db_url: str) -> No
     try:
         with pytest.raises(IntegrityError), transaction(session_factory(engine)) as s:
             # no such GPU: the foreign key refuses it, on COPY as on INSERT
-            tables.bulk_insert(s, tables.GPU_SAMPLES, [(gpu + 1000, 1.7e9, *[None] * 9)])
+            bulk.bulk_insert(s, tables.GPU_SAMPLES, [(gpu + 1000, 1.7e9, *[None] * 9)])
         with session_factory(engine)() as s:  # the connection is usable again, and nothing was stored
             assert s.execute(select(models.GpuSample.id)).first() is None
     finally:
@@ -81,7 +81,7 @@ def test_a_row_the_database_refuses_fails_as_sqlalchemy_error(db_url: str) -> No
 def test_statements_fit_sqlite_bound_value_limit() -> None:
     for t in (tables.GPU_SAMPLES, tables.PROCESS_SAMPLES, tables.EVENTS, tables.METRIC_SAMPLES):
         assert t.max_rows & (t.max_rows - 1) == 0, "a power of two: few distinct statements to prepare"
-        assert t.max_rows * len(t.columns) <= tables.SQLITE_MAX_VARIABLES
+        assert t.max_rows * len(t.columns) <= bulk.SQLITE_MAX_VARIABLES
         assert t.sqlite_insert(3).count("?") == 3 * len(t.columns)
     # binary COPY sends each value in its column's own width (PostgreSQL applies no cast): int4 ids of GPUs,
     # int8 of processes (BigId), json as its text
