@@ -12,14 +12,12 @@ and each figure is the median of the runs."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import ingest_limits as limits  # noqa: E402
+from benchmarks.ingest_load import load  # noqa: E402
 from tests.support import PgDatabases, ServerProcess, pg_available  # noqa: E402
 
 
@@ -118,95 +117,6 @@ METRIC_NAMES = [
     "sglang:prompt_tokens_total",
     "sglang:cache_hit_rate",
 ]
-
-
-class Http11:
-    """One keep-alive HTTP/1.1 connection, as lean as a client can be: the load generator shares this 2-core
-    machine with the server, and httpx spent about as much CPU per request as the server spent storing the
-    batch, so it measured itself. Real agents run on the GPU hosts, not beside the server."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def post(self, path: str, body: bytes, headers: bytes) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        assert self.reader is not None
-        self.writer.write(
-            b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n%s\r\n"
-            % (path.encode(), self.host.encode(), len(body), headers)
-            + body
-        )
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        status = int(head[9:12])
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            if line[:15].lower() == b"content-length:":
-                length = int(line[15:])
-        return status, await self.reader.readexactly(length)
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            await self.writer.wait_closed()
-
-
-class AgentBody:
-    """An agent's batch as a dict built once; each send moves its timestamps and sequence number on. Building
-    thirty-odd dicts per request was half of the load generator's CPU."""
-
-    def __init__(self, host: str, agent_id: str) -> None:
-        self.doc = batch(host, agent_id, 0, 0.0)
-        self.offsets = [
-            (rec, rec["ts"]) for key in ("gpus", "processes", "events", "metrics") for rec in self.doc[key]
-        ]
-
-    def encode(self, seq: int, t: float) -> bytes:
-        self.doc["seq"], self.doc["sent_at"] = seq, t
-        for rec, off in self.offsets:
-            rec["ts"] = t + off
-        return orjson.dumps(self.doc)
-
-
-async def agent_loop(
-    base_url: str,
-    host: str,
-    token: str,
-    deadline: float,
-    latencies: list[float],
-    errors: list[str],
-) -> int:
-    agent_id = "bench-" + uuid.uuid4().hex[:12]
-    seq = 0
-    url = httpx.URL(base_url)
-    conn = Http11(url.host, url.port or 80)
-    headers = b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n" % token.encode()
-    body = AgentBody(host, agent_id)
-    try:
-        while time.time() < deadline:
-            payload = body.encode(seq, time.time())
-            t0 = time.perf_counter()
-            status, answer = await conn.post("/api/v1/ingest", payload, headers)
-            latencies.append(time.perf_counter() - t0)
-            if status != 200:
-                errors.append(f"{status} {answer[:100]!r}")
-            else:
-                seq += 1
-    finally:
-        await conn.close()
-    return seq
-
-
-async def load(base_url: str, tokens: dict[str, str], seconds: float) -> tuple[int, list[float], list[str]]:
-    latencies: list[float] = []
-    errors: list[str] = []
-    deadline = time.time() + seconds
-    counts = await asyncio.gather(
-        *(agent_loop(base_url, h, t, deadline, latencies, errors) for h, t in tokens.items())
-    )
-    return sum(counts), latencies, errors
 
 
 def group_commit_size(base_url: str) -> float | None:
@@ -313,7 +223,7 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
     gen0 = me.cpu_times().user + me.cpu_times().system
     load0 = os.getloadavg()[0]
     t0 = time.time()
-    n, lat, errors = uvloop.run(load(server.base_url, tokens, seconds))
+    n, lat, errors = uvloop.run(load(server.base_url, tokens, seconds, lambda h, a: batch(h, a, 0, 0.0)))
     wall = time.time() - t0
     cpu1 = cpu_of(procs)
     db1 = limits.pg_database_cpu(url) if name == "postgres" else {}
