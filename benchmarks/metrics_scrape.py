@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -26,7 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from sqlalchemy import insert, select  # noqa: E402
 
 from app.api.prometheus import StateCollector  # noqa: E402
-from app.main import IngestStats  # noqa: E402
+from app.ingest.stats import IngestStats  # noqa: E402
 from app.store import models  # noqa: E402
 from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
 from tests.support import PgDatabases, pg_available  # noqa: E402
@@ -159,9 +158,8 @@ def run(url: str, label: str, args: argparse.Namespace) -> None:
     fill_s = time.perf_counter() - t0
     engine = make_engine(url)
     factory = session_factory(engine)
-    app = SimpleNamespace(state=SimpleNamespace(sessions=factory, ingest_stats=IngestStats()))
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StateCollector(app))  # type: ignore[arg-type]
+    registry.register(StateCollector(factory, IngestStats()))
     body = generate_latest(registry)  # warm caches and the connection pool
     scrape = timed(lambda: generate_latest(registry), args.scrapes)
     collect = timed(lambda: list(registry.collect()), args.scrapes)

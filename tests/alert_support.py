@@ -77,7 +77,7 @@ class Store:
     def __init__(self, url: str, group_wait_s: float = 0.0) -> None:
         self.engine = make_engine(url)
         self.sessions = session_factory(self.engine)
-        outbox.install(group_wait_s)
+        self.hooks = [outbox.OutboxHook(group_wait_s)]  # what app.alerts.install gives a server
 
     def close(self) -> None:
         self.engine.dispose()
@@ -104,6 +104,7 @@ class Store:
         with transaction(self.sessions) as s:
             inc = incidents.open_incident(
                 s,
+                hooks=self.hooks,
                 key=f"{kind}:{launch_id}:{culprit}:{now}",
                 kind=kind,
                 summary=kw.pop("summary", f"No progress for 180 s in loading_weights; {culprit} is idle"),
@@ -137,7 +138,7 @@ class Store:
             inc = s.get(models.Incident, incident_id)
             assert inc is not None
             incidents.resolve_incident(
-                s, inc, now=time.time() if now is None else now, summary="Progress resumed"
+                s, inc, hooks=self.hooks, now=time.time() if now is None else now, summary="Progress resumed"
             )
 
     def upgrade(self, incident_id: int) -> None:
@@ -147,6 +148,7 @@ class Store:
             incidents.upgrade_incident(
                 s,
                 inc,
+                hooks=self.hooks,
                 now=time.time(),
                 summary="NCCL watchdog fired on TP0 after 600 s: ALLREDUCE SeqNum=2",
                 evidence=[

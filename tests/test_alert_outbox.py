@@ -36,7 +36,13 @@ def test_a_change_that_rolls_back_announces_nothing(store: Store) -> None:
     launch = store.launch()
     with pytest.raises(RuntimeError), transaction(store.sessions) as s:
         incidents.open_incident(
-            s, key="k", kind="rank_crashed", summary="TP5 exited", now=time.time(), launch_id=launch
+            s,
+            hooks=store.hooks,
+            key="k",
+            kind="rank_crashed",
+            summary="TP5 exited",
+            now=time.time(),
+            launch_id=launch,
         )
         raise RuntimeError("detector tick failed after writing")
     assert store.deliveries() == []
@@ -110,10 +116,10 @@ def test_reminders_repeat_at_the_interval_while_open(store: Store) -> None:
     inc = store.open(store.launch(), now=t0)
     for now, expected in ((t0 + 100, 0), (t0 + 3700, 1), (t0 + 3800, 0), (t0 + 7400, 1)):
         with transaction(store.sessions) as s:
-            assert outbox.send_reminders(s, now, 3600) == expected
+            assert outbox.send_reminders(s, now, 3600, store.hooks) == expected
     store.resolve(inc, now=t0 + 7500)
     with transaction(store.sessions) as s:
-        assert outbox.send_reminders(s, t0 + 20000, 3600) == 0, "no reminders once resolved"
+        assert outbox.send_reminders(s, t0 + 20000, 3600, store.hooks) == 0, "no reminders once resolved"
     assert [d.event for d in store.deliveries()] == ["opened", "reminder", "reminder", "resolved"]
 
 

@@ -21,7 +21,7 @@ from app.acceptance.diagnosis import (
     preflight_from_event,
     series,
 )
-from app.api.read import SessionsDep
+from app.context import SessionsDep
 from app.store import models
 
 router = APIRouter()

@@ -1,24 +1,38 @@
 """Webhook alerts: receivers, the outbox written with each incident change, the sender, silences.
 
-``attach(app)`` wires it into a server: the outbox hook, the sender and reminder jobs, the JSON routes.
+A server wires it in through its context (app/context.py) from the job registry (app/jobs/registry.py):
+``install`` adds the outbox hook to the context's incident change hooks, ``jobs`` builds the sender and the
+reminder jobs. The JSON routes are ``app.alerts.api.router``, included by create_app.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app.jobs.background import Job
 from app.store.db import transaction
 
+if TYPE_CHECKING:  # app.context imports app.alerts.sender, which runs this package's __init__ first
+    from app.context import ServerContext
 
-def attach(app: Any) -> None:
+
+def install(ctx: ServerContext) -> None:
+    """The outbox hook, in every process that writes incidents: each change writes its deliveries in the
+    change's own transaction."""
+    from app.alerts.outbox import OutboxHook
+
+    ctx.change_hooks[:] = [h for h in ctx.change_hooks if not isinstance(h, OutboxHook)]
+    ctx.change_hooks.append(OutboxHook(ctx.settings.alert_group_wait_s))
+
+
+def jobs(ctx: ServerContext) -> list[Job]:
+    """The sender (every server: claims are per delivery row) and the reminders (the leader)."""
     from app.alerts import api, outbox
     from app.alerts.sender import Sender, SenderConfig
 
-    settings = app.state.settings
-    outbox.install(settings.alert_group_wait_s)
+    settings = ctx.settings
     sender = Sender(
-        app.state.sessions,
+        ctx.sessions,
         SenderConfig(
             public_url=api.public_url(settings),
             timeout_s=settings.alert_timeout_s,
@@ -28,21 +42,15 @@ def attach(app: Any) -> None:
             receiver_concurrency=settings.alert_receiver_concurrency,
         ),
     )
-    app.state.alert_sender = sender
+    ctx.alert_sender = sender
+    ctx.closers.append(sender.close)
 
     def reminders(now: float) -> None:
-        with transaction(app.state.sessions) as s:
-            outbox.send_reminders(s, now, settings.alert_reminder_interval_s)
+        with transaction(ctx.sessions) as s:
+            outbox.send_reminders(s, now, settings.alert_reminder_interval_s, ctx.change_hooks)
 
-    app.state.jobs.append(Job("alert-sender", settings.alert_poll_interval_s, sender.tick))
+    found = [Job("alert-sender", settings.alert_poll_interval_s, sender.tick)]
     if settings.alert_reminder_interval_s > 0:
-        app.state.jobs.append(
-            Job(
-                "alert-reminders",
-                min(30.0, settings.alert_reminder_interval_s / 4),
-                reminders,
-                leader_only=True,
-            )
-        )
-    app.state.closers.append(sender.close)
-    app.include_router(api.router)
+        interval = min(30.0, settings.alert_reminder_interval_s / 4)
+        found.append(Job("alert-reminders", interval, reminders, leader_only=True))
+    return found

@@ -8,13 +8,13 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from app.alerts import receivers, silences
 from app.api.bodies import unprocessable
-from app.api.read import SessionsDep
+from app.context import Ctx, SessionsDep
 from app.store.db import transaction
 from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver, Silence
 
@@ -95,12 +95,12 @@ def delete_receiver(receiver_id: int, sessions: SessionsDep) -> Response:
 
 
 @router.post("/receivers/{receiver_id}/test")
-def test_receiver(receiver_id: int, request: Request, sessions: SessionsDep) -> dict[str, Any]:
+def test_receiver(receiver_id: int, ctx: Ctx) -> dict[str, Any]:
     """Send a signed test message now and report the receiver's status (never its body: the URL may name any
     internal service; `specwatch receiver test` on the server prints it)."""
-    with sessions() as s:
+    with ctx.sessions() as s:
         row = _receiver(s, receiver_id)
-    settings = request.app.state.settings
+    settings = ctx.settings
     delivery_id, outcome = receivers.send_test(row, public_url(settings), settings.alert_timeout_s)
     return {
         "delivery_id": delivery_id,

@@ -1,6 +1,6 @@
 """The outbox: every incident change writes one delivery row per interested receiver, in the SAME transaction
-as the change (a hook in app.detector.incidents.CHANGE_HOOKS). Nothing is sent here; app/alerts/sender.py sends after
-commit. So a change that rolls back announces nothing, and a committed change is never lost to a crash.
+as the change (a hook in the server context's ``change_hooks``). Nothing is sent here; app/alerts/sender.py
+sends after commit. So a change that rolls back announces nothing, and a committed change is never lost to a crash.
 
 A delivery stores snapshots of the incidents it announces (not a rendered body): the body is rendered from
 them when sent, identically on every retry. Incidents of one launch that open within ``group_wait_s`` of each
@@ -142,7 +142,7 @@ def enqueue(session: Session, incident: Incident, change: IncidentChange, *, gro
 
 
 class OutboxHook:
-    """The app.detector.incidents change hook; one instance is installed per process (see install)."""
+    """The app.detector.incidents change hook; a server's context holds one (app.alerts.install)."""
 
     def __init__(self, group_wait_s: float) -> None:
         self.group_wait_s = group_wait_s
@@ -151,16 +151,7 @@ class OutboxHook:
         enqueue(session, incident, change, group_wait_s=self.group_wait_s)
 
 
-def install(group_wait_s: float) -> OutboxHook:
-    """Register the outbox in app.detector.incidents.CHANGE_HOOKS (replacing an earlier one: idempotent). Every
-    process that writes incidents must call this; create_app does."""
-    incidents.CHANGE_HOOKS[:] = [h for h in incidents.CHANGE_HOOKS if not isinstance(h, OutboxHook)]
-    hook = OutboxHook(group_wait_s)
-    incidents.CHANGE_HOOKS.append(hook)
-    return hook
-
-
-def send_reminders(session: Session, now: float, interval_s: float) -> int:
+def send_reminders(session: Session, now: float, interval_s: float, hooks: incidents.Hooks) -> int:
     """Record a ``reminder`` change for every incident open for ``interval_s`` since its last announcement.
     Open incidents are locked with SKIP LOCKED, so two servers never remind of one incident twice."""
     if interval_s <= 0:
@@ -185,6 +176,6 @@ def send_reminders(session: Session, now: float, interval_s: float) -> int:
     n = 0
     for inc in open_incidents:
         if now - last.get(inc.id, inc.opened_at) >= interval_s:
-            incidents.remind(session, inc, now=now)
+            incidents.remind(session, inc, hooks=hooks, now=now)
             n += 1
     return n

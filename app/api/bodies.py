@@ -13,6 +13,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
+from app.context import context_of
+
 
 async def read_limited_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
@@ -79,7 +81,7 @@ class JsonBodyRoute(APIRoute):
         async def handler(request: Request) -> Response:
             if before_body is not None:
                 await before_body(request)
-            raw = without_nul(await read_limited_body(request, request.app.state.settings.max_body_bytes))
+            raw = without_nul(await read_limited_body(request, context_of(request).settings.max_body_bytes))
             try:
                 body = adapter.validate_json(raw)
             except ValidationError as exc:

@@ -91,10 +91,9 @@ class Health:
         )
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, health: Health) -> None:
     @app.get("/healthz", responses={503: {"description": "database unreachable or its disk full"}})
     def healthz() -> JSONResponse:
         """Liveness plus database reachability (503 when the store cannot be reached or its disk is full), and
         whether this server (its jobs process, where they run apart) holds the leader lease."""
-        result: JSONResponse = app.state.health.check()
-        return result
+        return health.check()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import Response
@@ -29,12 +28,14 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.process_collector import ProcessCollector
 from sqlalchemy import and_, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app import __version__
 from app.api.locate import gpu_ranks, rank_location
+from app.context import HttpContext
 from app.detect.findings import INCIDENT_KINDS
 from app.ingest.queue import IngestWriter
+from app.ingest.stats import IngestStats
 from app.store import models
 
 GPU_STALE_S = 600.0  # a GPU not sampled for this long is no longer exported (its host is gone or idle)
@@ -283,7 +284,7 @@ def alert_metrics(s: Session, now: float) -> Iterator[Metric]:
     yield from (total, pending, oldest)
 
 
-def ingest_metrics(stats: Any, writer: IngestWriter | None = None) -> Iterator[Metric]:
+def ingest_metrics(stats: IngestStats, writer: IngestWriter | None = None) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "specwatch_ingest_batches", "Batches this server process accepted (per process).", value=stats.batches
     )
@@ -320,8 +321,12 @@ def ingest_metrics(stats: Any, writer: IngestWriter | None = None) -> Iterator[M
 class StateCollector:
     """Everything above, read in one short read-only session per scrape."""
 
-    def __init__(self, app: FastAPI) -> None:
-        self.app = app
+    def __init__(
+        self, sessions: sessionmaker[Session], stats: IngestStats, writer: IngestWriter | None = None
+    ) -> None:
+        self.sessions = sessions
+        self.stats = stats
+        self.writer = writer
 
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
@@ -329,14 +334,14 @@ class StateCollector:
         info = GaugeMetricFamily("specwatch_build_info", "specwatch version.", labels=["version"])
         info.add_metric([__version__], 1.0)
         yield info
-        with self.app.state.sessions() as s:
+        with self.sessions() as s:
             yield from gpu_metrics(s, now)
             yield from rank_metrics(s, now)
             yield from launch_metrics(s, now)
             yield from incident_metrics(s)
             yield from agent_metrics(s)
             yield from alert_metrics(s, now)
-        yield from ingest_metrics(self.app.state.ingest_stats, getattr(self.app.state, "ingest_writer", None))
+        yield from ingest_metrics(self.stats, self.writer)
         yield GaugeMetricFamily(
             "specwatch_metrics_collect_seconds",
             "Time this process took to build the previous part of this scrape from the database.",
@@ -344,11 +349,13 @@ class StateCollector:
         )
 
 
-def attach(app: FastAPI) -> None:
+def attach(app: FastAPI, ctx: HttpContext) -> None:
+    """``/metrics`` on ``app``, over ``ctx``'s store and ingest counters (a registry per server, never the
+    process-global one: two servers in one interpreter must not share series)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StateCollector(app))
+    registry.register(StateCollector(ctx.sessions, ctx.ingest_stats, ctx.ingest_writer))
     registry.register(ProcessCollector(registry=None))
-    app.state.metrics_registry = registry
+    ctx.metrics_registry = registry
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
 
 from app.api.locate import rank_location
+from app.context import SessionsDep
 from app.store import models
 
 read_router = APIRouter(prefix="/api/v1")
 
 
-def sessions(request: Request) -> sessionmaker[Session]:
-    factory: sessionmaker[Session] = request.app.state.sessions
-    return factory
-
-
 @read_router.get("/hosts")
-def list_hosts(request: Request) -> list[dict[str, Any]]:
+def list_hosts(sessions: SessionsDep) -> list[dict[str, Any]]:
     """Every host that has reported, with its GPUs and when it was last heard from."""
-    with sessions(request)() as s:
+    with sessions() as s:
         hosts = s.execute(select(models.Host).order_by(models.Host.name)).scalars().all()
         gpus = s.execute(select(models.Gpu).order_by(models.Gpu.host_id, models.Gpu.index)).scalars().all()
         by_host: dict[int, list[dict[str, Any]]] = {}
@@ -60,13 +55,13 @@ def _launch_dict(launch: models.Launch, deployment: str) -> dict[str, Any]:
 
 @read_router.get("/launches")
 def list_launches(
-    request: Request,
+    sessions: SessionsDep,
     deployment: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[dict[str, Any]]:
     """Launches, newest first."""
     L, D = models.Launch, models.Deployment
-    with sessions(request)() as s:
+    with sessions() as s:
         stmt = select(L, D.name).join(D, D.id == L.deployment_id).order_by(L.started_at.desc()).limit(limit)
         if deployment:
             stmt = stmt.where(D.name == deployment)
@@ -74,10 +69,10 @@ def list_launches(
 
 
 @read_router.get("/launches/{launch_id}")
-def get_launch(request: Request, launch_id: int) -> dict[str, Any]:
+def get_launch(sessions: SessionsDep, launch_id: int) -> dict[str, Any]:
     """One launch with its ranks and their current phase."""
     L, D, R = models.Launch, models.Deployment, models.Rank
-    with sessions(request)() as s:
+    with sessions() as s:
         row = s.execute(select(L, D.name).join(D, D.id == L.deployment_id).where(L.id == launch_id)).first()
         if row is None:
             raise HTTPException(404, f"no launch with id {launch_id}")
@@ -130,14 +125,14 @@ def incident_dict(inc: models.Incident) -> dict[str, Any]:
 
 @read_router.get("/incidents")
 def list_incidents(
-    request: Request,
+    sessions: SessionsDep,
     status: Literal["open", "resolved"] | None = None,
     launch_id: int | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> list[dict[str, Any]]:
     """Incidents, newest first; ``status`` filters open or resolved ones."""
     inc = models.Incident
-    with sessions(request)() as s:
+    with sessions() as s:
         stmt = select(inc).order_by(inc.opened_at.desc()).limit(limit)
         if status:
             stmt = stmt.where(inc.status == status)
@@ -148,10 +143,3 @@ def list_incidents(
             {**incident_dict(i), "culprit_location": rank_location(s, i.launch_id, i.culprit)}
             for i in s.execute(stmt).scalars().all()
         ]
-
-
-def get_sessions(request: Request) -> sessionmaker[Session]:
-    return sessions(request)
-
-
-SessionsDep = Annotated[sessionmaker[Session], Depends(get_sessions)]

@@ -2,13 +2,14 @@
 together with whatever it triggers (alert deliveries: the outbox), so nothing is announced that was not
 stored and nothing stored goes unannounced.
 
-The detector decides *what* changed (pure); this module records it. Hooks in ``CHANGE_HOOKS`` run inside the
-same transaction for every change (the alert outbox registers itself there).
+The detector decides *what* changed (pure); this module records it. The caller's ``hooks`` run inside the
+same transaction for every change: a server passes its context's ``change_hooks`` (app/context.py), where the
+alert outbox registers itself. They are a required argument, so no caller can forget the outbox unseen.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -16,10 +17,10 @@ from sqlalchemy.orm import Session
 from app.store.models import Incident, IncidentChange
 
 ChangeHook = Callable[[Session, Incident, IncidentChange], None]
-CHANGE_HOOKS: list[ChangeHook] = []
+Hooks = Sequence[ChangeHook]
 
 
-def _record(session: Session, incident: Incident, change: str, now: float) -> IncidentChange:
+def _record(session: Session, incident: Incident, change: str, now: float, hooks: Hooks) -> IncidentChange:
     row = IncidentChange(
         incident_id=incident.id,
         ts=now,
@@ -29,7 +30,7 @@ def _record(session: Session, incident: Incident, change: str, now: float) -> In
     )
     session.add(row)
     session.flush()
-    for hook in CHANGE_HOOKS:
+    for hook in hooks:
         hook(session, incident, row)
     return row
 
@@ -37,6 +38,7 @@ def _record(session: Session, incident: Incident, change: str, now: float) -> In
 def open_incident(
     session: Session,
     *,
+    hooks: Hooks,
     key: str,
     kind: str,
     summary: str,
@@ -70,7 +72,7 @@ def open_incident(
     )
     session.add(incident)
     session.flush()
-    _record(session, incident, "opened", now)
+    _record(session, incident, "opened", now, hooks)
     return incident
 
 
@@ -78,6 +80,7 @@ def upgrade_incident(
     session: Session,
     incident: Incident,
     *,
+    hooks: Hooks,
     now: float,
     summary: str,
     evidence: list[dict[str, Any]],
@@ -90,21 +93,21 @@ def upgrade_incident(
     if culprit is not None:
         incident.culprit = culprit
     incident.updated_at = now
-    return _record(session, incident, "upgraded", now)
+    return _record(session, incident, "upgraded", now, hooks)
 
 
 def resolve_incident(
-    session: Session, incident: Incident, *, now: float, summary: str | None = None
+    session: Session, incident: Incident, *, hooks: Hooks, now: float, summary: str | None = None
 ) -> IncidentChange:
     incident.status = "resolved"
     incident.resolved_at = now
     incident.updated_at = now
     if summary:
         incident.summary = summary
-    return _record(session, incident, "resolved", now)
+    return _record(session, incident, "resolved", now, hooks)
 
 
-def remind(session: Session, incident: Incident, *, now: float) -> IncidentChange:
+def remind(session: Session, incident: Incident, *, hooks: Hooks, now: float) -> IncidentChange:
     """A repeat reminder while an incident stays open (the alert sender decides the interval)."""
     incident.updated_at = now
-    return _record(session, incident, "reminder", now)
+    return _record(session, incident, "reminder", now, hooks)

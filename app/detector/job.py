@@ -53,9 +53,16 @@ class _RankRow:
 
 
 class DetectorService:
-    def __init__(self, sessions: sessionmaker[Session], cfg: DetectConfig, rescan_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        cfg: DetectConfig,
+        hooks: incidents.Hooks,
+        rescan_s: float = 0.0,
+    ) -> None:
         self.sessions = sessions
         self.cfg = cfg
+        self.hooks = hooks  # the server context's change_hooks: the alert outbox is one
         self.rescan_s = rescan_s
         self.ticks = 0
         self.last_decisions: list[Decision] = []
@@ -313,6 +320,7 @@ class DetectorService:
             host_ids = {name: hid for hid, name in self.feed.hosts.items()}
             inc = incidents.open_incident(
                 s,
+                hooks=self.hooks,
                 key=rec.key,
                 kind=rec.kind,
                 summary=rec.summary,
@@ -336,7 +344,13 @@ class DetectorService:
         row.ranks, row.confirmed_by = rec.ranks, rec.confirmed_by
         if change.change == "upgraded":
             incidents.upgrade_incident(
-                s, row, now=change.at, summary=rec.summary, evidence=rec.evidence, culprit=rec.culprit
+                s,
+                row,
+                hooks=self.hooks,
+                now=change.at,
+                summary=rec.summary,
+                evidence=rec.evidence,
+                culprit=rec.culprit,
             )
         elif change.change == "updated":
             row.culprit, row.summary, row.evidence, row.updated_at = (
@@ -346,7 +360,7 @@ class DetectorService:
                 change.at,
             )
         elif change.change == "resolved":
-            incidents.resolve_incident(s, row, now=change.at, summary=rec.summary)
+            incidents.resolve_incident(s, row, hooks=self.hooks, now=change.at, summary=rec.summary)
             self.incident_ids.pop(rec.key, None)
             self.evidence_at.pop(rec.key, None)
 

@@ -10,6 +10,7 @@ from pydantic import TypeAdapter
 
 from agents import wire
 from app.api.bodies import JsonBodyRoute, unprocessable
+from app.context import context_of
 from app.ingest.batches import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
 
 
@@ -17,7 +18,7 @@ async def authenticate_agent(request: Request) -> None:
     """401 before a byte of the body is read, decompressed or validated (anonymous clients get no schema
     errors, and cost the server next to nothing)."""
     token = _bearer(request.headers.get("authorization"))
-    if not await request.app.state.agent_gate.allows(token, time.time()):
+    if not await context_of(request).agent_gate.allows(token, time.time()):
         raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
 
 
@@ -51,11 +52,12 @@ async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
     (``Authorization: Bearer …``). Re-sending an acknowledged batch is harmless. The answer comes once the
     batch is committed (group commit: app/ingest/queue.py)."""
     token = _bearer(request.headers.get("authorization"))
-    app_state = request.app.state
+    # not a FastAPI dependency: this route's handler bypasses the dependency solver (app/api/bodies.py)
+    ctx = context_of(request)
     now = time.time()
     t0 = time.perf_counter()
     try:
-        settings = app_state.settings
+        settings = ctx.settings
         offset = clock_offset(
             request.headers.get(SENT_AT_HEADER),
             now,
@@ -66,10 +68,10 @@ async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
         check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
     except BatchRejected as exc:
         raise unprocessable(exc.loc, str(exc)) from exc
-    stored = await app_state.ingest_writer.store(token, batch, now)
-    for hook in getattr(app_state, "after_ingest", []):
+    stored = await ctx.ingest_writer.store(token, batch, now)
+    for hook in ctx.after_ingest:
         hook(batch, stored.result, now)
-    app_state.ingest_stats.observe(batch, stored.result, time.perf_counter() - t0)
+    ctx.ingest_stats.observe(batch, stored.result, time.perf_counter() - t0)
     ack = wire.IngestAck(
         seq=batch.seq,
         duplicate=stored.result.duplicate,

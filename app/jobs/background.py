@@ -12,13 +12,14 @@ from dataclasses import dataclass
 log = logging.getLogger("specwatch.background")
 
 FAILURE_LOG_INTERVAL_S = 60.0
+JobFn = Callable[[float], None]  # one tick, given "now"
 
 
 @dataclass(slots=True)
 class Job:
     name: str
     interval_s: float
-    run: Callable[[float], None]  # takes "now"
+    run: JobFn
     # leader-only jobs run on one server at a time (see app/jobs/leader.py); the rest run on every server
     leader_only: bool = False
     runs: int = 0

@@ -19,7 +19,7 @@ from app.store.db import insert_ignore
 from app.store.models import Lease
 
 # the lease holder id the jobs process (app/jobs/process.py) uses, so the HTTP server's /healthz can tell
-# whether its own jobs lead; here, not in process.py, which imports app.main (a circle otherwise)
+# whether its own jobs lead (the lease code's vocabulary, beside the lease)
 HOLDER_ENV = "SPECWATCH_JOBS_HOLDER"
 
 LEADER = "leader"

@@ -22,7 +22,10 @@ import threading
 import time
 from typing import Any
 
+from app.context import ServerContext
+from app.jobs import registry
 from app.jobs.leader import HOLDER_ENV
+from app.settings import Settings
 
 log = logging.getLogger("specwatch.jobs")
 
@@ -113,10 +116,10 @@ def _watch_parent(parent: int, stop: threading.Event, wake: Any) -> None:
             return
 
 
-async def _run(settings: Any, holder: str | None) -> None:
-    from app.main import create_app
-
-    app = create_app(settings, holder=holder)
+async def _run(settings: Settings, holder: str | None) -> None:
+    # the jobs and their context alone: no FastAPI app, no ingest writer, no dashboard
+    ctx = ServerContext.open(settings, holder)
+    registry.register(ctx)
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     parent = os.environ.get(PARENT_ENV)
@@ -140,14 +143,14 @@ async def _run(settings: Any, holder: str | None) -> None:
             name="parent-watch",
             daemon=True,
         ).start()
-    # the app's own lifespan starts the jobs and, on the way out, waits for them and releases the lease
-    async with app.router.lifespan_context(app):
-        log.info("background jobs running (lease holder %s)", app.state.holder)
+    # on the way out the jobs finish their tick, the sender waits for webhooks in flight, the lease is released
+    async with registry.running(ctx):
+        log.info("background jobs running (lease holder %s)", ctx.holder)
         await done.wait()
     watching.set()
 
 
-def run_jobs(settings: Any) -> int:
+def run_jobs(settings: Settings) -> int:
     """``specwatch jobs``: the background jobs alone, until SIGTERM/SIGINT or the parent server's death."""
     asyncio.run(_run(settings, os.environ.get(HOLDER_ENV)))
     return 0

@@ -6,7 +6,7 @@ import time
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from sqlalchemy import select
@@ -14,6 +14,7 @@ from sse_starlette import EventSourceResponse
 
 from app.access import agent_tokens as auth
 from app.api.bodies import unprocessable
+from app.context import Ctx
 from app.detector import incidents
 from app.store import models
 from app.store.db import transaction
@@ -44,7 +45,7 @@ def _check_range(start: float | None, end: float | None) -> None:
 
 @router.get("/launches/{launch_id}/timeline", response_class=JSONBytes)
 def launch_timeline(
-    request: Request,
+    ctx: Ctx,
     launch_id: int,
     start: Annotated[float | None, Query(alias="from", ge=0)] = None,
     end: Annotated[float | None, Query(alias="to", ge=0)] = None,
@@ -53,7 +54,7 @@ def launch_timeline(
     """Ranks, phase bands, GPU series, markers, incidents and engine series of one launch for [from, to],
     downsampled to at most ``points`` values per series (min/max/mean per bucket)."""
     _check_range(start, end)
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         try:
             data = timeline(s, launch_id, start, end, clamp_points(points), time.time())
         except NotFound as exc:
@@ -63,7 +64,7 @@ def launch_timeline(
 
 @router.get("/launches/{launch_id}/logs", response_class=JSONBytes)
 def launch_logs(
-    request: Request,
+    ctx: Ctx,
     launch_id: int,
     rank: Annotated[str | None, Query(max_length=64)] = None,
     severity: Severity = "debug",
@@ -74,7 +75,7 @@ def launch_logs(
 ) -> JSONBytes:
     """Log lines of a launch (one rank, or all), at least ``severity``, containing ``q``; the newest ones,
     the ones around a moment (``around``), or those after ``after_id`` (live tail)."""
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         if s.get(models.Launch, launch_id) is None:
             raise HTTPException(404, f"no launch with id {launch_id}")
         return JSONBytes(
@@ -92,9 +93,9 @@ def launch_logs(
 
 
 @router.get("/stream", response_class=EventSourceResponse)
-async def stream(request: Request) -> EventSourceResponse:
+async def stream(ctx: Ctx) -> EventSourceResponse:
     """Server-sent events: a ``tick`` with the current versions whenever something a page shows changed."""
-    live = request.app.state.live
+    live = ctx.live
 
     async def events() -> Any:
         async for version in live.subscribe():
@@ -108,11 +109,11 @@ class ResolveBody(BaseModel):
 
 
 @router.post("/incidents/{incident_id}/resolve")
-def resolve(request: Request, incident_id: int, body: ResolveBody | None = None) -> dict[str, Any]:
+def resolve(ctx: Ctx, incident_id: int, body: ResolveBody | None = None) -> dict[str, Any]:
     """Mark an open incident resolved by hand (the change is recorded and announced like any other)."""
     from app.api.read import incident_dict
 
-    with transaction(request.app.state.sessions) as s:
+    with transaction(ctx.sessions) as s:
         inc = s.get(models.Incident, incident_id)
         if inc is None:
             raise HTTPException(404, f"no incident with id {incident_id}")
@@ -120,7 +121,7 @@ def resolve(request: Request, incident_id: int, body: ResolveBody | None = None)
             raise HTTPException(409, f"incident {incident_id} is already {inc.status}")
         note = (body.note if body else "").strip()
         summary = f"{inc.summary} — resolved by hand" + (f": {note}" if note else "")
-        incidents.resolve_incident(s, inc, now=time.time(), summary=summary)
+        incidents.resolve_incident(s, inc, hooks=ctx.change_hooks, now=time.time(), summary=summary)
         return incident_dict(inc)
 
 
@@ -129,10 +130,10 @@ class TokenBody(BaseModel):
 
 
 @router.get("/tokens")
-def list_tokens(request: Request) -> list[dict[str, Any]]:
+def list_tokens(ctx: Ctx) -> list[dict[str, Any]]:
     """Agent tokens: listing prefix and host only (the token itself is never stored)."""
     T = models.AgentToken
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         rows = s.execute(select(T).order_by(T.id.desc())).scalars().all()
         return [
             {
@@ -148,16 +149,16 @@ def list_tokens(request: Request) -> list[dict[str, Any]]:
 
 
 @router.post("/tokens", status_code=201)
-def create_token(request: Request, body: TokenBody) -> dict[str, Any]:
+def create_token(ctx: Ctx, body: TokenBody) -> dict[str, Any]:
     """Create an agent token for one host. The response is the only time the token is shown."""
-    with transaction(request.app.state.sessions) as s:
+    with transaction(ctx.sessions) as s:
         token = auth.create_token(s, body.host)
     return {"host": body.host, "token": token, "prefix": token[: len(auth.TOKEN_PREFIX) + 6]}
 
 
 @router.post("/tokens/{token_id}/revoke")
-def revoke_token(request: Request, token_id: int) -> dict[str, Any]:
-    with transaction(request.app.state.sessions) as s:
+def revoke_token(ctx: Ctx, token_id: int) -> dict[str, Any]:
+    with transaction(ctx.sessions) as s:
         t = s.get(models.AgentToken, token_id)
         if t is None:
             raise HTTPException(404, f"no token with id {token_id}")

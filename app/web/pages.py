@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 
 from app import __version__
 from app.api.bodies import unprocessable
+from app.context import Ctx, HttpContext
 from app.kit.resources import templates_dir
 from app.store import models
 from app.web import overview
@@ -30,13 +31,13 @@ router = APIRouter(include_in_schema=False)
 Html = HTMLResponse
 
 
-def _render(request: Request, name: str, **ctx: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, name, {"now": time.time(), **ctx})
+def _render(request: Request, name: str, **values: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, {"now": time.time(), **values})
 
 
-def _overview_ctx(request: Request) -> dict[str, Any]:
+def _overview_ctx(ctx: HttpContext) -> dict[str, Any]:
     now = time.time()
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         return {
             "deployments": overview.deployments(s),
             "hosts": overview.hosts_now(s),
@@ -53,19 +54,19 @@ def favicon() -> Response:
 
 
 @router.get("/", response_class=Html)
-def overview_page(request: Request) -> HTMLResponse:
-    return _render(request, "overview.html", page="overview", **_overview_ctx(request))
+def overview_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    return _render(request, "overview.html", page="overview", **_overview_ctx(ctx))
 
 
 @router.get("/partials/overview", response_class=Html)
-def overview_partial(request: Request) -> HTMLResponse:
-    return _render(request, "_overview_live.html", **_overview_ctx(request))
+def overview_partial(request: Request, ctx: Ctx) -> HTMLResponse:
+    return _render(request, "_overview_live.html", **_overview_ctx(ctx))
 
 
 @router.get("/launches", response_class=Html)
-def launches_page(request: Request) -> HTMLResponse:
+def launches_page(request: Request, ctx: Ctx) -> HTMLResponse:
     L, D = models.Launch, models.Deployment
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         rows = s.execute(
             select(L, D.name).join(D, D.id == L.deployment_id).order_by(L.started_at.desc()).limit(500)
         ).all()
@@ -75,6 +76,7 @@ def launches_page(request: Request) -> HTMLResponse:
 @router.get("/launches/{launch_id}", response_class=Html)
 def launch_page(
     request: Request,
+    ctx: Ctx,
     launch_id: int,
     start: Annotated[float | None, Query(alias="from", ge=0)] = None,
     end: Annotated[float | None, Query(alias="to", ge=0)] = None,
@@ -82,7 +84,7 @@ def launch_page(
 ) -> HTMLResponse:
     if start is not None and end is not None and end <= start:
         raise unprocessable(("query", "to"), f"'to' ({end}) must be after 'from' ({start})")
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         try:
             header = launch_header(s, launch_id)
         except NotFound as exc:
@@ -98,11 +100,11 @@ def launch_page(
 
 
 @router.get("/incidents", response_class=Html)
-def incidents_page(request: Request) -> HTMLResponse:
+def incidents_page(request: Request, ctx: Ctx) -> HTMLResponse:
     from app.api.read import incident_dict
 
     I = models.Incident  # noqa: E741
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         rows = [
             incident_dict(i) for i in s.execute(select(I).order_by(I.opened_at.desc()).limit(500)).scalars()
         ]
@@ -110,9 +112,9 @@ def incidents_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/incidents/{incident_id}", response_class=Html)
-def incident_page(request: Request, incident_id: int) -> HTMLResponse:
+def incident_page(request: Request, ctx: Ctx, incident_id: int) -> HTMLResponse:
     now = time.time()
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         detail = incident_detail(s, incident_id, now)
     if detail is None:
         raise HTTPException(404, f"no incident with id {incident_id}")
@@ -130,10 +132,10 @@ def incident_page(request: Request, incident_id: int) -> HTMLResponse:
 
 
 @router.get("/settings", response_class=Html)
-def settings_page(request: Request) -> HTMLResponse:
+def settings_page(request: Request, ctx: Ctx) -> HTMLResponse:
     T, R, S = models.AgentToken, models.AlertReceiver, models.Silence
     now = time.time()
-    with request.app.state.sessions() as s:
+    with ctx.sessions() as s:
         tokens = s.execute(select(T).order_by(T.revoked_at.is_not(None), T.id.desc())).scalars().all()
         receivers = s.execute(select(R).order_by(R.name)).scalars().all()
         silences = s.execute(select(S).where(S.ends_at > now).order_by(S.ends_at)).scalars().all()
