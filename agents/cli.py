@@ -20,8 +20,6 @@ from typing import Any
 log = logging.getLogger("specwatch.agent")
 
 SOURCES = ("gpu", "procs", "logs", "metrics", "ras", "stacks", "preflight")
-_NAME = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_DEPLOYMENT = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
 
 
 class ConfigError(ValueError):
@@ -55,6 +53,8 @@ def _sources(text: str) -> set[str]:
 
 
 def validate(args: argparse.Namespace) -> None:
+    from agents import wire  # here, not at the top: `specwatch agent --help` need not load pydantic
+
     if not args.server or not re.match(r"^https?://[^/\s]+", args.server):
         raise ConfigError(
             f"--server must be an http(s) URL such as http://specwatch:8000, not {args.server!r}"
@@ -73,9 +73,9 @@ def validate(args: argparse.Namespace) -> None:
         raise ConfigError(f"--time-scale must be positive, not {args.time_scale}")
     if args.spool_max_mb <= 0:
         raise ConfigError(f"--spool-max-mb must be positive, not {args.spool_max_mb}")
-    if args.host is not None and not _NAME.match(args.host):
+    if args.host is not None and not wire.is_host_name(args.host):
         raise ConfigError(f"--host {args.host!r} may only use letters, digits and . _ : -")
-    if args.deployment is not None and not _DEPLOYMENT.match(args.deployment):
+    if args.deployment is not None and not wire.is_deployment_name(args.deployment):
         raise ConfigError(f"--deployment {args.deployment!r} may only use letters, digits and . _ : / -")
     if not args.simulate and not args.deployment:
         raise ConfigError("--deployment NAME is required (the engine service this host runs)")
@@ -83,6 +83,7 @@ def validate(args: argparse.Namespace) -> None:
 
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
     """The Agent and its spool, from validated arguments. Raises ConfigError with one sentence."""
+    from agents import wire
     from agents.collectors.engine_metrics import EngineMetrics, http_fetcher, sim_fetcher
     from agents.collectors.stacks import StackDumper
     from agents.main import Agent, AgentConfig, Sources
@@ -111,7 +112,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         host = host or sim_host
         deployment = deployment or scenario.deployment
     host = host or socket.gethostname().split(".")[0]
-    if not _NAME.match(host):
+    if not wire.is_host_name(host):
         raise ConfigError(f"host name {host!r} is not usable: pass --host NAME")
     simulated = set() if cluster is None else _sources(args.sim_sources)
 

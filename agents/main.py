@@ -279,7 +279,7 @@ class Agent:
         self._events.append(
             wire.Event(
                 ts=now,
-                kind="agent_started",
+                kind=wire.EventKind.AGENT_STARTED,
                 message="\n".join(lines)[:8192],
                 source="agent",
                 fields={
@@ -300,7 +300,7 @@ class Agent:
             self._events.append(
                 wire.Event(
                     ts=now,
-                    kind="spool_dropped",
+                    kind=wire.EventKind.SPOOL_DROPPED,
                     message=(
                         f"spool reached its bound: dropped the {drops.batches} oldest batch(es) "
                         f"(seq {drops.first_seq}..{drops.last_seq}, {drops.samples} samples) unsent"

@@ -22,14 +22,12 @@ import httpx
 import orjson
 
 from agents.spool.store import Spool
+from agents.wire import SENT_AT_HEADER
 
 log = logging.getLogger("specwatch.agent.shipper")
 
 RETRYABLE = frozenset({408, 425, 429})
 _GROUPS = ("gpus", "processes", "events", "metrics")
-SENT_AT_HEADER = (
-    "X-Specwatch-Sent-At"  # the server's name for it (app/ingest/batches.py); agents never import app
-)
 AUTH = frozenset({401, 403})
 MAX_SALVAGE_ROUNDS = 50
 

@@ -1,14 +1,19 @@
-"""The ingest contract between agent and server.
+"""The contract between agent and server: the batch dataclasses and every vocabulary both sides speak.
 
 Plain dataclasses, shared by the agent (which builds them), the pure parser and detector (which read them)
 and the server (which validates request bodies against them with pydantic, so they show in ``/docs``).
 Times are Unix epoch seconds as floats; sizes in bytes; power in watts; utilisation in percent (0-100).
+
+The vocabularies (event kinds, incident kinds, severities, name patterns, the sent-at header) are defined
+here once and imported everywhere else, the server included: a second spelling is a second contract.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from enum import StrEnum
+from typing import Annotated, Literal, get_args
 
 from pydantic import ConfigDict, Field
 
@@ -35,6 +40,47 @@ Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
 NonNegF = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Ts = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Severity = Literal["debug", "info", "warning", "error", "critical"]
+
+# The agent stamps each send attempt with its own clock; the server measures the agent's clock offset from it.
+SENT_AT_HEADER = "X-Specwatch-Sent-At"
+
+# Names: the schema below, the agent's command line and spool, and the server's forms all check these.
+NAME_MAX = 128
+HOST_PATTERN = r"^[A-Za-z0-9._:-]+$"
+DEPLOYMENT_PATTERN = r"^[A-Za-z0-9._:/-]+$"
+AGENT_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
+HostName = Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=HOST_PATTERN)]
+DeploymentName = Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=DEPLOYMENT_PATTERN)]
+AgentId = Annotated[str, Field(min_length=8, max_length=64, pattern=AGENT_ID_PATTERN)]
+
+
+def is_host_name(name: str) -> bool:
+    return 0 < len(name) <= NAME_MAX and re.fullmatch(HOST_PATTERN, name) is not None
+
+
+def is_deployment_name(name: str) -> bool:
+    return 0 < len(name) <= NAME_MAX and re.fullmatch(DEPLOYMENT_PATTERN, name) is not None
+
+
+def is_agent_id(value: str) -> bool:
+    return 8 <= len(value) <= 64 and re.fullmatch(AGENT_ID_PATTERN, value) is not None
+
+
+# What the detector opens (docs/architecture.md "Incident kinds"); receivers, silences, scenarios and /metrics
+# name them.
+IncidentKind = Literal[
+    "suspected_deadlock",
+    "nccl_timeout",
+    "watchdog_timeout",
+    "rank_crashed",
+    "rank_divergence",
+    "stalled_serving",
+    "low_acceptance",
+    "acceptance_drift",
+    "gpu_xid",
+    "agent_silent",
+]
+INCIDENT_KINDS: tuple[IncidentKind, ...] = get_args(IncidentKind)
 
 
 @dataclass(slots=True)
@@ -91,35 +137,91 @@ class ProcessSample:
     cmdline: Text | None = None
 
 
-# Every kind of event the log parser emits (agents/logparse; fields in docs/architecture.md). The agent adds its
-# own (gpu_xid, stacks, spool_*, ...); the server stores any kind, so this list is the parser's promise.
-LOG_EVENT_KINDS = frozenset(
+class EventKind(StrEnum):
+    """Every kind of ``Event``: the log parser's (agents/logparse; fields in docs/architecture.md) and the
+    agent's own. A member is its string (``EventKind.GPU_XID == "gpu_xid"``), so stored rows and JSON are
+    plain text; code that names a kind names a member, and mypy catches a misspelt one. ``Event.kind`` stays a
+    string on the wire: the server stores any kind, so an older server accepts a newer agent's."""
+
+    # the log parser
+    DIST_INIT_BEGIN = "dist_init_begin"
+    DIST_INIT_END = "dist_init_end"
+    LOAD_BEGIN = "load_begin"
+    SHARD_PROGRESS = "shard_progress"
+    LOAD_END = "load_end"
+    KV_ALLOC = "kv_alloc"
+    MEM_POOL_END = "mem_pool_end"
+    CAPTURE_BEGIN = "capture_begin"
+    CAPTURE_PROGRESS = "capture_progress"
+    CAPTURE_END = "capture_end"
+    PROGRESS = "progress"
+    SERVER_ARGS = "server_args"
+    ENGINE_CONFIG = "engine_config"
+    SERVER_READY = "server_ready"
+    DECODE_BATCH = "decode_batch"
+    PREFILL_BATCH = "prefill_batch"
+    SPEC_METRICS = "spec_metrics"
+    WATCHDOG_DEBUG = "watchdog_debug"
+    WATCHDOG_TIMEOUT = "watchdog_timeout"
+    NCCL_TIMEOUT = "nccl_timeout"
+    NCCL_HEARTBEAT = "nccl_heartbeat"
+    NCCL_WORK_UPDATE = "nccl_work_update"
+    NCCL_DUMP = "nccl_dump"
+    NCCL_LOG = "nccl_log"
+    TRACEBACK = "traceback"
+    SCHEDULER_EXCEPTION = "scheduler_exception"
+    CHILD_CRASHED = "child_crashed"
+    INIT_FAILED = "init_failed"
+    HEALTH_CHECK_FAILED = "health_check_failed"
+    WEIGHTS_WARNING = "weights_warning"
+    HTTP_ACCESS = "http_access"
+    RAW = "raw"
+    # vLLM: a process waited N s for the others to read a broadcast (a hang, or one of them compiling)
+    SHM_BROADCAST_WAIT = "shm_broadcast_wait"
+    # vLLM's own timeout fired (RPC call to execute_model timed out)
+    ENGINE_TIMEOUT = "engine_timeout"
+    # PyTorch (TORCH_DISTRIBUTED_DEBUG=DETAIL): ranks entered different collectives; names the ranks
+    COLLECTIVE_MISMATCH = "collective_mismatch"
+    COLLECTIVE_TIMEOUT = "collective_timeout"
+    # torchelastic's agent could not send its rendezvous keep-alive (the node hosting the store is gone)
+    RENDEZVOUS_LOST = "rendezvous_lost"
+    # vLLM on Ray: the engine waits for a placement group (GPUs) the cluster does not give it
+    PLACEMENT_WAIT = "placement_wait"
+    # torchrun: the elastic agent's view of its workers
+    CLOSING_SIGNAL = "closing_signal"
+    LAUNCHER_STOPPING = "launcher_stopping"
+    PEER_LOST = "peer_lost"
+    # the agent's own
+    LOG_SUPPRESSED = "log_suppressed"
+    GPU_XID = "gpu_xid"
+    NVML_ERROR = "nvml_error"
+    SPOOL_DROPPED = "spool_dropped"
+    SPOOL_ERROR = "spool_error"
+    SPOOL_RECOVERED = "spool_recovered"
+    STACKS = "stacks"
+    RAS_STATUS = "ras_status"
+    AGENT_STARTED = "agent_started"
+    DRAFT_PREFLIGHT = "draft_preflight"
+
+
+# What the agent itself reports, as opposed to what it read in a log.
+AGENT_EVENT_KINDS = frozenset(
     {
-        "dist_init_begin", "dist_init_end", "load_begin", "shard_progress", "load_end", "kv_alloc",
-        "mem_pool_end", "capture_begin", "capture_progress", "capture_end", "progress", "server_args",
-        "engine_config", "server_ready", "decode_batch", "prefill_batch", "spec_metrics", "watchdog_debug",
-        "watchdog_timeout", "nccl_timeout", "nccl_heartbeat", "nccl_work_update", "nccl_dump", "nccl_log",
-        "traceback", "scheduler_exception", "child_crashed", "init_failed", "health_check_failed",
-        "weights_warning", "http_access", "raw",
-        # vLLM: a process waited N s for the others to read a broadcast (a hang, or one of them compiling)
-        "shm_broadcast_wait",
-        # vLLM's own timeout fired (RPC call to execute_model timed out)
-        "engine_timeout",
-        # PyTorch (TORCH_DISTRIBUTED_DEBUG=DETAIL): ranks entered different collectives; names the ranks
-        "collective_mismatch",
-        # torchelastic's agent could not send its rendezvous keep-alive (the node hosting the store is gone)
-        "rendezvous_lost",
-        # vLLM on Ray: the engine waits for a placement group (GPUs) the cluster does not give it
-        "placement_wait",
+        EventKind.LOG_SUPPRESSED, EventKind.GPU_XID, EventKind.NVML_ERROR, EventKind.SPOOL_DROPPED,
+        EventKind.SPOOL_ERROR, EventKind.SPOOL_RECOVERED, EventKind.STACKS, EventKind.RAS_STATUS,
+        EventKind.AGENT_STARTED, EventKind.DRAFT_PREFLIGHT,
     }
 )  # fmt: skip
+# The log parser's promise: every kind it emits.
+LOG_EVENT_KINDS = frozenset(EventKind) - AGENT_EVENT_KINDS
 
 
 @dataclass(slots=True)
 class Event:
     """Something that happened: a parsed engine log line, or an agent/hardware event (XID, spool drop, stacks).
 
-    ``kind`` names are listed in docs/architecture.md; ``fields`` carry the numbers the parser extracted.
+    ``kind`` is an ``EventKind`` (listed in docs/architecture.md); ``fields`` carry the numbers the parser
+    extracted.
     """
 
     __pydantic_config__ = _STRICT
@@ -147,9 +249,9 @@ class MetricSample:
 @dataclass(slots=True)
 class AgentInfo:
     __pydantic_config__ = _STRICT
-    host: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
-    agent_id: Annotated[str, Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-    deployment: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/-]+$")]
+    host: HostName
+    agent_id: AgentId
+    deployment: DeploymentName
     version: Label = "unknown"
     interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
     # lifetime totals of what the agent's spool bound dropped unsent (kept outside the droppable batches)

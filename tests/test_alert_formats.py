@@ -193,3 +193,10 @@ def test_signature_verifies_only_with_the_secret_and_a_fresh_timestamp() -> None
     assert not signing.verify("k", str(ts), body + b" ", h["X-Specwatch-Signature"], time.time())
     assert not signing.verify("k", str(ts), body, h["X-Specwatch-Signature"], time.time() + 3600)
     assert "X-Specwatch-Signature" not in signing.headers(None, ts, body, "d-2")
+
+
+def test_every_incident_kind_has_a_title() -> None:
+    from agents.wire import INCIDENT_KINDS
+    from app.alerts.formats import KIND_TITLES
+
+    assert set(KIND_TITLES) == {*INCIDENT_KINDS, "test"}

@@ -217,3 +217,44 @@ def test_app_state_only_in_the_context_module() -> None:
 def test_the_state_rule_sees_both_spellings() -> None:
     tree = ast.parse("a = app.state.x\nb = request.app.state.y\nc = rank.state\n")
     assert list(_state_reads(tree)) == [1, 2]
+
+
+SEVERITIES = {"debug", "info", "warning", "error", "critical"}
+
+
+def _event_kind_literals(tree: ast.AST, parser: bool) -> Iterator[str]:
+    """Kinds written as strings: ``Event(kind="x")``, and in the parser its ``("x", "<severity>", fields)``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "Event":
+            for kw in node.keywords:
+                if (
+                    kw.arg == "kind"
+                    and isinstance(kw.value, ast.Constant)
+                    and isinstance(kw.value.value, str)
+                ):
+                    yield kw.value.value
+        if parser and isinstance(node, ast.Tuple) and len(node.elts) == 3:
+            first, second = node.elts[0], node.elts[1]
+            if (
+                isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+                and isinstance(second, ast.Constant)
+                and second.value in SEVERITIES
+            ):
+                yield first.value
+
+
+def test_every_event_kind_written_as_a_string_is_in_the_wire_vocabulary() -> None:
+    # the parser still spells its kinds as strings (the real-log work is rewriting it); agents/wire.py's
+    # EventKind is the list they must come from, so a new or misspelt one fails here rather than in a reader
+    from agents.wire import EventKind
+
+    known = {k.value for k in EventKind}
+    unknown = {
+        f"{path.relative_to(ROOT)}: {kind}"
+        for top in ("agents", "app")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for kind in _event_kind_literals(ast.parse(path.read_text()), "logparse" in path.parts)
+        if kind not in known
+    }
+    assert unknown == set()

@@ -148,7 +148,7 @@ class NvmlGpus:
         lost = getattr(exc, "value", None) == ERROR_GPU_IS_LOST
         return wire.Event(
             ts=ts,
-            kind="nvml_error",
+            kind=wire.EventKind.NVML_ERROR,
             message=f"GPU {index}: {call} failed: {exc}" + (" (GPU lost)" if lost else ""),
             severity="critical" if lost else "warning",
             source="nvml",
@@ -273,7 +273,7 @@ class NvmlGpus:
             out.append(
                 wire.Event(
                     ts=now,
-                    kind="gpu_xid",
+                    kind=wire.EventKind.GPU_XID,
                     message=f"GPU {index}: XID {xid} (critical error reported by the driver)",
                     severity="critical",
                     source="nvml",

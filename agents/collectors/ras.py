@@ -87,7 +87,7 @@ class RasProbe:
         bad = any(counts.values())
         event = wire.Event(
             ts=now,
-            kind="ras_status",
+            kind=wire.EventKind.RAS_STATUS,
             message=text[:8192],
             severity="error" if bad else "info",
             source="ras",

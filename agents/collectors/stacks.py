@@ -59,7 +59,7 @@ def stacks_event(pid: int, ts: float, dump: str | None, error: str = "") -> wire
     frame, function = top_frame(dump) if dump is not None else (None, None)
     return wire.Event(
         ts=ts,
-        kind="stacks",
+        kind=wire.EventKind.STACKS,
         message=(dump if dump is not None else f"py-spy dump --pid {pid} failed: {error.strip()}")[:8192],
         severity="info" if dump is not None else "warning",
         source="py-spy",
@@ -108,7 +108,7 @@ def proc_event(pid: int, ts: float, dump: str, why: str) -> wire.Event:
     frame, function = top_frame(dump)
     return wire.Event(
         ts=ts,
-        kind="stacks",
+        kind=wire.EventKind.STACKS,
         message=dump[:8192],
         severity="info",
         source="proc",

@@ -92,7 +92,7 @@ def preflight_event(
     severity: wire.Severity = "error" if c["error"] else "warning" if c["warning"] else "info"
     return wire.Event(
         ts=ts,
-        kind="draft_preflight",
+        kind=wire.EventKind.DRAFT_PREFLIGHT,
         message=f"draft preflight {path}: {summary_line(findings)}\n{as_text(findings)}".strip(),
         rank=rank,
         severity=severity,

@@ -94,7 +94,7 @@ def resolve(
                     culprit.host,
                     wire.Event(
                         ts=tf,
-                        kind="gpu_xid",
+                        kind=wire.EventKind.GPU_XID,
                         severity="critical",
                         source="nvml",
                         message=f"Xid {fault.xid}: GPU has fallen off the bus (GPU {culprit.gpu_index}, {uuid})",
@@ -107,7 +107,7 @@ def resolve(
                     culprit.host,
                     wire.Event(
                         ts=tf + 1.0,
-                        kind="nvml_error",
+                        kind=wire.EventKind.NVML_ERROR,
                         severity="error",
                         source="nvml",
                         message=f"nvmlDeviceGetUtilizationRates failed for GPU {culprit.gpu_index}: GPU is lost",

@@ -18,6 +18,7 @@ import pynvml
 
 from agents.collectors.nvml import EVENT_XID_CRITICAL, PCIE_TX
 from agents.sim.timeline import INF
+from agents.wire import EventKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ class SimNvml:
         since = now - 1e-9 if self._events_since is None else self._events_since
         self._events_since = now
         for e in self.cluster.hardware_events(self.host, since, now):
-            if e.kind == "gpu_xid":
+            if e.kind == EventKind.GPU_XID:
                 self._xids.append((int(e.fields["gpu_index"]), int(e.fields["xid"])))
         if not self._xids:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)

@@ -11,18 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-IncidentKind = Literal[
-    "suspected_deadlock",
-    "nccl_timeout",
-    "watchdog_timeout",
-    "rank_crashed",
-    "rank_divergence",
-    "stalled_serving",
-    "low_acceptance",
-    "acceptance_drift",
-    "gpu_xid",
-    "agent_silent",
-]
+from agents.wire import DeploymentName, IncidentKind
+
 # What a stuck rank looks like from outside: see agents/sim/hardware.py for the numbers behind each.
 Signature = Literal["cpu_busy", "blocked", "spin", "idle", "driver_wait"]
 StepName = Literal[
@@ -205,7 +195,7 @@ class ExpectedSpec(BaseModel):
 class ScenarioSpec(BaseModel):
     model_config = _STRICT
     description: str = Field(min_length=1)
-    deployment: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._:/-]+$")
+    deployment: DeploymentName
     engine: Literal["sglang", "vllm"] = "sglang"
     duration_s: float = Field(gt=0)
     cluster: ClusterSpec

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.wire import Severity
+from agents.wire import EventKind, Severity
 
 log = logging.getLogger("specwatch.agent.spool")
 
@@ -91,7 +91,7 @@ class Held:
             )
             self._reports.append(
                 SpoolFault(
-                    kind="spool_error",
+                    kind=EventKind.SPOOL_ERROR,
                     message=f"agent cannot write its spool {self.dir}: {self.error}; batches are held in "
                     "memory and sent from there (lost if the agent dies before the disk has room again)",
                     severity="error",
@@ -122,7 +122,7 @@ class Held:
         )
         self._reports.append(
             SpoolFault(
-                kind="spool_recovered",
+                kind=EventKind.SPOOL_RECOVERED,
                 message=f"agent spool {self.dir} writable again after {down:.0f} s ({self.error}); "
                 f"{written} batch(es) held in memory written to disk",
                 severity="info",

@@ -19,7 +19,6 @@ import contextlib
 import fcntl
 import gzip
 import logging
-import re
 import threading
 import time
 import uuid
@@ -29,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from agents import wire
 from agents.spool.files import BATCH_RE, atomic_write, sample_count
 from agents.spool.frame import frame, read_meta, read_meta_bytes, strip
 from agents.spool.held import Held, SpoolFault
@@ -103,7 +103,7 @@ class Spool:
                 agent_id, next_seq = str(state["agent_id"]), int(state["next_seq"])
                 self.dropped_batches_ever = max(0, int(state.get("dropped_batches", 0)))
                 self.dropped_samples_ever = max(0, int(state.get("dropped_samples", 0)))
-                if not re.fullmatch(r"[A-Za-z0-9_-]{8,64}", agent_id) or next_seq < 0:
+                if not wire.is_agent_id(agent_id) or next_seq < 0:
                     raise ValueError(f"bad values {state!r}")
                 return agent_id, next_seq
             except (ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:

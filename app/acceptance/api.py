@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agents.preflight.cmdline import SpecConfig, scan_launch
+from agents.wire import EventKind
 from app.acceptance.diagnosis import (
     AcceptPoint,
     LaunchSpecEvidence,
@@ -140,11 +141,11 @@ def load_evidence(s: Session, launch_id: int) -> LaunchSpecEvidence:
         .limit(MAX_REPORTS)
     ):
         f = fields or {}
-        if kind == "load_end" and f.get("draft"):
+        if kind == EventKind.LOAD_END and f.get("draft"):
             ev.draft_model_type, ev.draft_loaded_at = str(f.get("model_type") or "") or None, ts
-        elif kind == "weights_warning":
+        elif kind == EventKind.WEIGHTS_WARNING:
             ev.weights_warnings.append((ts, message))
-        elif kind == "draft_preflight":
+        elif kind == EventKind.DRAFT_PREFLIGHT:
             ev.preflight = preflight_from_event(ts, f, message)  # the latest check wins
     ev.spec = _spec(s, launch_id)
     return ev

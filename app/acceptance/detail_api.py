@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agents.wire import EventKind
 from app.acceptance.api import MAX_REPORTS, acceptance_report, load_evidence
 from app.acceptance.breakdown import breakdown
 from app.api.bodies import unprocessable
@@ -34,7 +35,7 @@ def _log_rates(s: Session, launch_id: int) -> list[tuple[float, list[float]]]:
     E = models.Event
     rows = s.execute(
         select(E.ts, E.fields)
-        .where(E.launch_id == launch_id, E.kind == "spec_metrics")
+        .where(E.launch_id == launch_id, E.kind == EventKind.SPEC_METRICS)
         .order_by(E.ts.desc())
         .limit(MAX_REPORTS)
     ).all()

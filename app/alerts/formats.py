@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
+
+from agents.wire import IncidentKind
 
 FORMATS = ("generic", "slack", "alertmanager")
 EVENTS = ("opened", "upgraded", "resolved", "reminder", "test")
 
-KIND_TITLES = {
+# one title per incident kind (agents/wire.py), and the test message's
+KIND_TITLES: dict[IncidentKind | Literal["test"], str] = {
     "suspected_deadlock": "Suspected deadlock",
     "nccl_timeout": "NCCL collective timeout",
     "watchdog_timeout": "Scheduler watchdog timeout",
@@ -52,7 +55,8 @@ def clock(ts: float) -> str:
 
 
 def kind_title(kind: str) -> str:
-    return KIND_TITLES.get(kind, kind.replace("_", " ").capitalize())
+    titles: dict[str, str] = KIND_TITLES  # type: ignore[assignment]  # looked up by any stored kind
+    return titles.get(kind, kind.replace("_", " ").capitalize())
 
 
 def incident_url(public_url: str, incident_id: int | None) -> str:

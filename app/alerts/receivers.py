@@ -12,7 +12,8 @@ import orjson
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.alerts.formats import FORMATS, KIND_TITLES, Message
+from agents.wire import INCIDENT_KINDS
+from app.alerts.formats import FORMATS, Message
 from app.alerts.render import render
 from app.alerts.sender import Claimed, Outcome, post
 from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver
@@ -42,9 +43,9 @@ def validate_url(url: str) -> str:
 
 def validate_kinds(kinds: list[str]) -> list[str]:
     cleaned = [k.strip() for k in kinds if k.strip()]
-    unknown = [k for k in cleaned if k not in KIND_TITLES or k == "test"]
+    unknown = [k for k in cleaned if k not in INCIDENT_KINDS]
     if unknown:
-        known = ", ".join(k for k in KIND_TITLES if k != "test")
+        known = ", ".join(INCIDENT_KINDS)
         raise ReceiverError(f"unknown incident kind(s) {', '.join(unknown)}; known kinds: {known}")
     return cleaned
 

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agents.wire import INCIDENT_KINDS
 from app.store.models import Silence
 
 
@@ -68,14 +69,12 @@ def create(
     reason: str = "",
     created_by: str = "",
 ) -> Silence:
-    from app.alerts.formats import KIND_TITLES
-
     if kind is None and launch_id is None and host is None and rank is None:
         raise SilenceError(
             "say what to silence: a kind, a launch, a host or a rank (a silence of everything is refused)"
         )
-    if kind is not None and kind not in KIND_TITLES:
-        known = ", ".join(k for k in KIND_TITLES if k != "test")
+    if kind is not None and kind not in INCIDENT_KINDS:
+        known = ", ".join(INCIDENT_KINDS)
         raise SilenceError(f"unknown incident kind {kind!r}; one of: {known}")
     if not duration_s > 0:
         raise SilenceError("a silence needs a positive duration")

@@ -30,10 +30,10 @@ from prometheus_client.process_collector import ProcessCollector
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from agents.wire import INCIDENT_KINDS
 from app import __version__
 from app.api.locate import gpu_ranks, rank_location
 from app.context import HttpContext
-from app.detect.findings import INCIDENT_KINDS
 from app.ingest.queue import IngestWriter
 from app.ingest.stats import IngestStats
 from app.store import models
@@ -200,7 +200,7 @@ def launch_metrics(s: Session, now: float) -> Iterator[Metric]:
 
 def incident_metrics(s: Session) -> Iterator[Metric]:
     I = models.Incident  # noqa: E741
-    counts = dict.fromkeys(INCIDENT_KINDS, 0)
+    counts: dict[str, int] = dict.fromkeys(INCIDENT_KINDS, 0)
     for kind, n in s.execute(select(I.kind, func.count()).where(I.status == "open").group_by(I.kind)):
         counts[kind] = n
     fam = _gauge("specwatch_incidents_open", "Open incidents by kind.", ["kind"])

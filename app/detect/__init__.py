@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 from app.detect import drift, engine_reports, faults, hangs
 from app.detect.config import DetectConfig
-from app.detect.findings import HANG_KINDS, INCIDENT_KINDS, Decision, Evidence, Finding, evidence
+from app.detect.findings import (
+    HANG_KINDS,
+    INCIDENT_KINDS,
+    STOPPED_KINDS,
+    Decision,
+    Evidence,
+    Finding,
+    evidence,
+)
 from app.rankstate import TERMINAL_PHASES, Fleet, mark_stalled, note_gone
 
 __all__ = [
@@ -249,13 +257,7 @@ def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
 
 def _resolved_summary(t: _Tracked) -> str:
     kind = t.kind or t.finding.kind
-    if kind in (
-        "suspected_deadlock",
-        "stalled_serving",
-        "rank_divergence",
-        "nccl_timeout",
-        "watchdog_timeout",
-    ):
+    if kind in STOPPED_KINDS:
         return f"Progress resumed ({kind.replace('_', ' ')} over)."
     if kind == "agent_silent":
         return "The agent reports again."

@@ -5,6 +5,7 @@ nothing of why: vLLM's RPC to the workers timed out, or its shared-memory broadc
 
 from __future__ import annotations
 
+from agents.wire import EventKind
 from app.detect.culprit import behind
 from app.detect.findings import Finding, evidence, excerpt
 from app.detect.hangs import MAX_EVIDENCE, launch_phase
@@ -24,7 +25,7 @@ def shm_repeat(st: LaunchState, sig: Signal, sigs: list[tuple[str | None, Signal
     """A vLLM broadcast wait that repeats an earlier one (the same stuck worker a minute on), or a keep-alive
     failure that repeats one (the same agent), with no rank moving since. Keep-alive lines pasted without
     their time all carry one time: an earlier line is a repeat however close."""
-    if sig.kind == "rendezvous_lost":
+    if sig.kind == EventKind.RENDEZVOUS_LOST:
         earlier = any(
             s is not sig
             and s.kind == sig.kind
@@ -34,7 +35,7 @@ def shm_repeat(st: LaunchState, sig: Signal, sigs: list[tuple[str | None, Signal
         )
     else:
         earlier = any(
-            s.kind == "shm_broadcast_wait"
+            s.kind == EventKind.SHM_BROADCAST_WAIT
             and 0 < sig.ts - s.ts <= SHM_REPEAT_S
             and s.fields.get("pid") == sig.fields.get("pid")
             for _, s in sigs
@@ -117,9 +118,9 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         "nccl_timeout": "PyTorch's NCCL watchdog",
         "watchdog_timeout": "SGLang's scheduler watchdog",
     }.get(first_kind, "vLLM's engine stall report")
-    if sigs[0][1].kind == "collective_timeout":
+    if sigs[0][1].kind == EventKind.COLLECTIVE_TIMEOUT:
         what = "PyTorch's collective timeout"
-    elif sigs[0][1].kind == "rendezvous_lost":
+    elif sigs[0][1].kind == EventKind.RENDEZVOUS_LOST:
         what = "torchelastic's rendezvous keep-alive failure"
     who = (
         f"; {culprit} is the suspect: {reason}"

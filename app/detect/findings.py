@@ -5,20 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-INCIDENT_KINDS = (
-    "suspected_deadlock",
-    "nccl_timeout",
-    "watchdog_timeout",
-    "rank_crashed",
-    "rank_divergence",
-    "stalled_serving",
-    "low_acceptance",
-    "acceptance_drift",
-    "gpu_xid",
-    "agent_silent",
-)
+from agents.wire import INCIDENT_KINDS, IncidentKind
+
+__all__ = ["INCIDENT_KINDS", "IncidentKind"]  # the vocabulary is agents/wire.py's; re-exported for app.detect
+
 # Kinds that say "this launch stopped moving": one open at a time per launch, later signals upgrade it.
-HANG_KINDS = frozenset({"suspected_deadlock", "stalled_serving", "nccl_timeout", "watchdog_timeout"})
+HANG_KINDS: frozenset[IncidentKind] = frozenset(
+    {"suspected_deadlock", "stalled_serving", "nccl_timeout", "watchdog_timeout"}
+)
+# A hang, or one rank stopped while its peers went on: what resumed progress ends, what a stack dump explains,
+# and what a log case's "hang" verdict accepts.
+STOPPED_KINDS: frozenset[IncidentKind] = HANG_KINDS | {"rank_divergence"}
 
 Evidence = dict[str, Any]
 

@@ -14,7 +14,8 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
-from app.detect import HANG_KINDS, Decision, DetectConfig, Detector, Finding
+from app.detect import Decision, DetectConfig, Detector, Finding
+from app.detect.findings import STOPPED_KINDS
 from app.detect.ledger import Change, IncidentRecord, Ledger
 from app.detector import incidents, stack_requests
 from app.detector.feed import Feed
@@ -132,7 +133,9 @@ class DetectorService:
     def _load(self, s: Session, now: float) -> None:
         saved = {r.name: r.value for r in s.execute(select(models.DetectorState)).scalars()}
         for h, ts, message, fields in saved.get("xids", {}).get("events", []):
-            self.fleet.xids.append((h, wire.Event(ts=ts, kind="gpu_xid", message=message, fields=fields)))
+            self.fleet.xids.append(
+                (h, wire.Event(ts=ts, kind=wire.EventKind.GPU_XID, message=message, fields=fields))
+            )
         if "cursors" in saved:
             self.feed.restore(saved["cursors"])
         else:
@@ -382,7 +385,7 @@ class DetectorService:
             self.evidence_at[key] = now
 
     def _ask_stacks(self, s: Session, f: Finding, incident_id: int, now: float) -> None:
-        if f.kind not in HANG_KINDS and f.kind != "rank_divergence":
+        if f.kind not in STOPPED_KINDS:
             return
         host_ids = {name: hid for hid, name in self.feed.hosts.items()}
         for host, pid in f.stack_requests:

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from agents import wire
+from agents.wire import SENT_AT_HEADER
 from app.ingest import launches, tables
 from app.ingest.cache import IngestCache
 from app.store import models
@@ -54,9 +55,6 @@ def check_times(batch: wire.IngestBatch, now: float, max_future_s: float, max_pa
                     f"{name}[{i}].ts is {now - rec.ts:.0f} s in the past (limit {max_past_s:.0f} s)",
                     ("body", name),
                 )
-
-
-SENT_AT_HEADER = "X-Specwatch-Sent-At"
 
 
 def clock_offset(sent_at: str | None, now: float, correct_above_s: float, refuse_above_s: float) -> float:

@@ -11,7 +11,7 @@ from pydantic import TypeAdapter
 from agents import wire
 from app.api.bodies import JsonBodyRoute, unprocessable
 from app.context import context_of
-from app.ingest.batches import SENT_AT_HEADER, BatchRejected, check_times, clock_offset, shift_times
+from app.ingest.batches import BatchRejected, check_times, clock_offset, shift_times
 
 
 async def authenticate_agent(request: Request) -> None:
@@ -59,7 +59,7 @@ async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
     try:
         settings = ctx.settings
         offset = clock_offset(
-            request.headers.get(SENT_AT_HEADER),
+            request.headers.get(wire.SENT_AT_HEADER),
             now,
             settings.clock_correct_above_s,
             settings.max_clock_skew_s,

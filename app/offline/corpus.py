@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from app.detect import DetectConfig
+from app.detect.findings import STOPPED_KINDS
 from app.offline.driver import IncidentRecord
 
 VERDICTS = ("hang", "crash", "quiet", "low_acceptance", "acceptance_ok")
 # the incident kinds each verdict accepts when the sidecar lists none (README: "Verdicts")
 VERDICT_KINDS: dict[str, frozenset[str]] = {
-    "hang": frozenset(
-        {"suspected_deadlock", "nccl_timeout", "watchdog_timeout", "rank_divergence", "stalled_serving"}
-    ),
+    "hang": STOPPED_KINDS,
     "crash": frozenset({"rank_crashed"}),
     "low_acceptance": frozenset({"low_acceptance"}),
 }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, HTTPException, Query
@@ -12,6 +12,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sse_starlette import EventSourceResponse
 
+from agents import wire
+from agents.wire import Severity
 from app.access import agent_tokens as auth
 from app.api.bodies import unprocessable
 from app.context import Ctx
@@ -33,9 +35,6 @@ class JSONBytes(Response):
 
     def render(self, content: object) -> bytes:
         return orjson.dumps(content)
-
-
-Severity = Literal["debug", "info", "warning", "error", "critical"]
 
 
 def _check_range(start: float | None, end: float | None) -> None:
@@ -126,7 +125,7 @@ def resolve(ctx: Ctx, incident_id: int, body: ResolveBody | None = None) -> dict
 
 
 class TokenBody(BaseModel):
-    host: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
+    host: wire.HostName
 
 
 @router.get("/tokens")

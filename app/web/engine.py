@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from agents.wire import EventKind
 from app.jobs import rollups
 from app.store import models
 from app.web.series import Series, Window, bucketed
@@ -124,7 +125,7 @@ def latest_per_position(session: Session, launch_id: int, until: float) -> dict[
     E = models.Event
     row = session.execute(
         select(E.ts, E.fields)
-        .where(E.launch_id == launch_id, E.kind == "spec_metrics", E.ts <= until)
+        .where(E.launch_id == launch_id, E.kind == EventKind.SPEC_METRICS, E.ts <= until)
         .order_by(E.ts.desc())
         .limit(1)
     ).first()

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agents.wire import EventKind
 from app.api.locate import rank_location
 from app.detect import stacks as stack_groups
 from app.store import models
@@ -82,7 +83,7 @@ def _stacks(session: Session, inc: models.Incident, now: float) -> list[dict[str
         select(E.ts, E.rank_label, E.fields, E.message, E.host_id)
         .where(
             E.launch_id == inc.launch_id,
-            E.kind == "stacks",
+            E.kind == EventKind.STACKS,
             E.ts >= inc.opened_at - STACK_LOOKBACK_S,
             E.ts <= until,
         )

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from sqlalchemy import func, select
 
+from agents import wire
 from app import __version__
 from app.api.bodies import unprocessable
 from app.context import Ctx, HttpContext
@@ -26,6 +27,8 @@ templates.env.filters.update(FILTERS)
 # or log line holding U+202E must not reorder the text around it (app.css isolates label elements too)
 templates.env.finalize = without_bidi_controls
 templates.env.globals["version"] = __version__
+# the host-name rule of agents/wire.py as an HTML pattern (anchored by the browser; its "v" flag wants "-" escaped)
+templates.env.globals["host_pattern"] = wire.HOST_PATTERN.strip("^$").replace("-]", "\\-]")
 
 router = APIRouter(include_in_schema=False)
 Html = HTMLResponse

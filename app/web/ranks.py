@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from agents import ranklabel
+from agents.wire import EventKind
 from app.rankstate.model import PHASES
 from app.rankstate.reduce import PHASE_OF_EVENT
 from app.store import models
@@ -203,8 +204,8 @@ def _phases_from_milestones(session: Session, launch_id: int, views: list[RankVi
     shared: dict[str, float] = {}
     firsts: dict[str | None, list[tuple[float, str]]] = {}
     for label, kind, ts in rows:
-        if kind in ("server_ready", "decode_batch", "prefill_batch"):
-            phase = "ready" if kind == "server_ready" else "serving"
+        if kind in (EventKind.SERVER_READY, EventKind.DECODE_BATCH, EventKind.PREFILL_BATCH):
+            phase = "ready" if kind == EventKind.SERVER_READY else "serving"
             shared[phase] = min(ts, shared.get(phase, ts))
         elif kind in MILESTONE_PHASES:
             firsts.setdefault(label, []).append((ts, MILESTONE_PHASES[kind]))
@@ -241,7 +242,7 @@ def attach_progress(session: Session, launch_id: int, views: list[RankView]) -> 
     rows = session.execute(select(E.rank_label, E.kind, E.fields).where(E.id.in_(newest))).all()
     unlabelled: dict[str, Any] = {}
     for label, kind, fields in rows:
-        name = "shards" if kind == "shard_progress" else "capture"
+        name = "shards" if kind == EventKind.SHARD_PROGRESS else "capture"
         item = {"done": (fields or {}).get("done"), "total": (fields or {}).get("total")}
         if label is None:
             unlabelled[name] = item

@@ -23,9 +23,10 @@ from typing import Any
 
 import httpx
 
+from agents.wire import SENT_AT_HEADER
+
 GPUS_PER_BATCH = 2
 EVENTS_PER_BATCH = 3
-SENT_AT_HEADER = "X-Specwatch-Sent-At"
 
 
 def build_batch(host: str, agent_id: str, seq: int, now: float) -> dict[str, Any]:
