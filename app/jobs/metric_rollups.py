@@ -4,47 +4,29 @@ is a minute or more."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Float, cast, delete, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Float, cast, delete, func
 from sqlalchemy.orm import Session
 
-from app.jobs.rollups import BUCKET_S, REWINDOW_S, SETTLE_S, minute_of
+from app.jobs.rollups import upsert_minutes
 from app.store.models import MetricRollup, MetricSample
 
 
 def roll_up_metrics(session: Session, now: float, since: float | None = None) -> int:
-    """(Re)compute the rollups of every whole minute in [since or now - REWINDOW_S, now - SETTLE_S), as
-    app.jobs.rollups.roll_up does for GPUs. Idempotent. Returns the number of rows written."""
-    dialect = session.get_bind().dialect.name
-    start = (since if since is not None else now - REWINDOW_S) // BUCKET_S * BUCKET_S
-    end = (now - SETTLE_S) // BUCKET_S * BUCKET_S
-    if end <= start:
-        return 0
+    """Metric minutes: min, mean and max of each series, with app.jobs.rollups' window and upsert.
+    Returns the number of rows written."""
     m = MetricSample
-    minute = minute_of(m.ts, dialect).label("bucket_ts")
-    agg = (
-        select(
-            m.series_id,
-            minute,
-            # a minute that straddles a restart belongs to the newer launch
-            func.max(m.launch_id),
-            func.count(),
-            func.min(cast(m.value, Float)),
-            func.avg(cast(m.value, Float)),
-            func.max(cast(m.value, Float)),
-        )
-        .where(m.ts >= start, m.ts < end)
-        .group_by(m.series_id, minute)
-    )
+    aggregates = [
+        # a minute that straddles a restart belongs to the newer launch
+        func.max(m.launch_id),
+        func.count(),
+        func.min(cast(m.value, Float)),
+        func.avg(cast(m.value, Float)),
+        func.max(cast(m.value, Float)),
+    ]
     cols = ["series_id", "bucket_ts", "launch_id", "n", "v_min", "v_mean", "v_max"]
-    mod: Any = postgresql if dialect == "postgresql" else sqlite
-    stmt = mod.insert(MetricRollup).from_select(cols, agg)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["series_id", "bucket_ts"], set_={c: stmt.excluded[c] for c in cols[2:]}
+    return upsert_minutes(
+        session, MetricRollup, m.ts, ["series_id"], m.series_id, aggregates, cols, now, since
     )
-    return len(session.execute(stmt.returning(MetricRollup.series_id)).all())
 
 
 def prune_metric_rollups(session: Session, now: float, retention_s: float) -> int:
