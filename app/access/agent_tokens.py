@@ -1,38 +1,22 @@
-"""Agent tokens: random, shown once, stored as SHA-256, scoped to one host, revocable."""
+"""Agent tokens: random, shown once, stored as SHA-256 (app/access/tokens.py), scoped to one host, revocable."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
-import secrets
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.access import tokens
 from app.store.models import AgentToken
 
 TOKEN_PREFIX = "swa_"
 
 
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def create_token(session: Session, host: str, now: float | None = None) -> str:
-    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    session.add(
-        AgentToken(
-            host_name=host,
-            token_hash=hash_token(token),
-            prefix=token[: len(TOKEN_PREFIX) + 6],
-            created_at=time.time() if now is None else now,
-        )
-    )
-    return token
+    return tokens.issue(session, AgentToken, TOKEN_PREFIX, now, host_name=host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +32,14 @@ _LIVE_TOKENS = select(_T.id, _T.host_name, _T.token_hash).where(
 )
 
 
-def verify_tokens(session: Session, tokens: Iterable[str]) -> dict[str, TokenInfo]:
-    """The host of each known, unrevoked token among ``tokens`` (one query for a whole ingest group). Lookup
-    is by hash, so timing reveals nothing of a token; the final comparison is constant-time all the same."""
-    digests = {hash_token(t): t for t in tokens}
+def verify_tokens(session: Session, presented: Iterable[str]) -> dict[str, TokenInfo]:
+    """The host of each known, unrevoked token among ``presented`` (one query for a whole ingest group)."""
+    digests = {tokens.hash_token(t): t for t in presented}
     rows = session.connection().execute(_LIVE_TOKENS, {"digests": list(digests)}).all()
     found: dict[str, TokenInfo] = {}
     for row in rows:
         token = digests.get(row.token_hash)
-        if token is not None and hmac.compare_digest(row.token_hash, hash_token(token)):
+        if token is not None and tokens.digest_matches(row.token_hash, token):
             found[token] = TokenInfo(id=row.id, host_name=row.host_name)
     return found
 
@@ -90,64 +73,9 @@ def verify_token(session: Session, token: str) -> TokenInfo | None:
 
 def revoke_tokens(session: Session, host: str | None = None, prefix: str | None = None) -> int:
     """Revoke every live token of a host, or the one whose listing prefix matches. Returns how many."""
-    stmt = update(AgentToken).where(AgentToken.revoked_at.is_(None)).values(revoked_at=time.time())
-    if host is not None:
-        stmt = stmt.where(AgentToken.host_name == host)
-    if prefix is not None:
-        stmt = stmt.where(AgentToken.prefix == prefix)
-    return session.execute(stmt).rowcount  # type: ignore[attr-defined]
-
-
-USER_TOKEN_PREFIX = "swu_"
-ROLES = ("viewer", "admin")
-
-
-def create_user_token(session: Session, name: str, role: str, now: float | None = None) -> str:
-    """A token for a person or tool (Prometheus, a script) reading the dashboard and API. Shown once."""
-    from app.store.models import UserToken
-
-    if role not in ROLES:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-    token = USER_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    session.add(
-        UserToken(
-            name=name,
-            role=role,
-            token_hash=hash_token(token),
-            prefix=token[: len(USER_TOKEN_PREFIX) + 6],
-            created_at=time.time() if now is None else now,
-        )
-    )
-    return token
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is asking: a user token's name and role, or a reverse proxy's user."""
-
-    name: str
-    role: str
-    via: str  # bearer | session | proxy | open
-    csrf: str | None = None
-    token_id: int | None = None  # the user token behind a bearer request or a browser session
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
-
-
-def verify_user_token(session: Session, token: str) -> Principal | None:
-    from app.store.models import UserToken
-
-    digest = hash_token(token)
-    row = session.execute(
-        select(UserToken.id, UserToken.name, UserToken.role, UserToken.token_hash).where(
-            UserToken.token_hash == digest, UserToken.revoked_at.is_(None)
-        )
-    ).first()
-    if row is None or not hmac.compare_digest(row.token_hash, digest):
-        return None
-    return Principal(name=row.name, role=row.role, via="bearer", token_id=row.id)
+    where = [] if host is None else [AgentToken.host_name == host]
+    where += [] if prefix is None else [AgentToken.prefix == prefix]
+    return tokens.revoke(session, AgentToken, *where)
 
 
 GATE_TTL_S = 60.0

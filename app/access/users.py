@@ -29,8 +29,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.access import agent_tokens as auth
 from app.access import sessions as user_sessions
+from app.access import user_tokens
 
 SESSION_COOKIE = "specwatch_session"
 CSRF_COOKIE = "specwatch_csrf"
@@ -72,16 +72,16 @@ class AccessControl:
         self.factory = factory
         self.proxies = _networks(settings.proxy_trusted)
         # bearer tokens and session ids, each with when it was last checked against the database
-        self._tokens: dict[str, tuple[float, auth.Principal | None]] = {}
-        self._sessions: dict[str, tuple[float, auth.Principal | None]] = {}
+        self._tokens: dict[str, tuple[float, user_tokens.Principal | None]] = {}
+        self._sessions: dict[str, tuple[float, user_tokens.Principal | None]] = {}
 
     def _cached(
         self,
-        cache: dict[str, tuple[float, auth.Principal | None]],
+        cache: dict[str, tuple[float, user_tokens.Principal | None]],
         key: str,
         now: float,
-        check: Callable[[Session], auth.Principal | None],
-    ) -> auth.Principal | None:
+        check: Callable[[Session], user_tokens.Principal | None],
+    ) -> user_tokens.Principal | None:
         hit = cache.get(key)
         if hit and now - hit[0] < TOKEN_CACHE_S:  # revocation and logout take effect within this long
             return hit[1]
@@ -92,10 +92,10 @@ class AccessControl:
         cache[key] = (now, principal)
         return principal
 
-    def _bearer(self, token: str, now: float) -> auth.Principal | None:
-        return self._cached(self._tokens, token, now, lambda s: auth.verify_user_token(s, token))
+    def _bearer(self, token: str, now: float) -> user_tokens.Principal | None:
+        return self._cached(self._tokens, token, now, lambda s: user_tokens.verify_user_token(s, token))
 
-    def _session(self, sid: str, now: float) -> auth.Principal | None:
+    def _session(self, sid: str, now: float) -> user_tokens.Principal | None:
         return self._cached(self._sessions, sid, now, lambda s: user_sessions.verify(s, sid, now))
 
     def forget_session(self, sid: str) -> None:
@@ -109,10 +109,10 @@ class AccessControl:
             return False
         return address is not None and any(address in net for net in self.proxies)
 
-    def principal(self, scope: Scope, now: float) -> auth.Principal | None:
+    def principal(self, scope: Scope, now: float) -> user_tokens.Principal | None:
         mode = self.settings.auth
         if mode == "none":
-            return auth.Principal(name="anonymous", role="admin", via="open")
+            return user_tokens.Principal(name="anonymous", role="admin", via="open")
         if mode == "proxy":
             user = _header(scope, self.settings.proxy_user_header)
             # only the proxy may say who the user is: anyone else could send the same headers
@@ -120,7 +120,7 @@ class AccessControl:
                 return None
             groups = (_header(scope, self.settings.proxy_groups_header) or "").replace(";", ",").split(",")
             role = "admin" if self.settings.proxy_admin_group in {g.strip() for g in groups} else "viewer"
-            return auth.Principal(name=user, role=role, via="proxy")
+            return user_tokens.Principal(name=user, role=role, via="proxy")
         authorization = _header(scope, "authorization")
         if authorization and authorization.lower().startswith("bearer "):
             return self._bearer(authorization[7:].strip(), now)

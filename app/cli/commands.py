@@ -188,9 +188,9 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_user(args: argparse.Namespace) -> int:
-    from sqlalchemy import select, update
+    from sqlalchemy import select
 
-    from app.access import agent_tokens as auth
+    from app.access import user_tokens
     from app.store import models
     from app.store.db import make_engine, session_factory, transaction
 
@@ -200,14 +200,9 @@ def cmd_user(args: argparse.Namespace) -> int:
     try:
         with transaction(session_factory(engine)) as s:
             if args.user_command == "add":
-                print(auth.create_user_token(s, args.name, args.role))
+                print(user_tokens.create_user_token(s, args.name, args.role))
             elif args.user_command == "revoke":
-                U = models.UserToken
-                n = s.execute(
-                    update(U)
-                    .where(U.name == args.name, U.revoked_at.is_(None))
-                    .values(revoked_at=time.time())
-                ).rowcount  # type: ignore[attr-defined]
+                n = user_tokens.revoke_user_tokens(s, args.name)
                 print(f"revoked {n} token(s) of {args.name}")
                 if n == 0:
                     return 1

@@ -15,6 +15,7 @@ from sse_starlette import EventSourceResponse
 from agents import wire
 from agents.wire import Severity
 from app.access import agent_tokens as auth
+from app.access import tokens
 from app.api.bodies import unprocessable
 from app.context import Ctx
 from app.detector import incidents
@@ -152,7 +153,7 @@ def create_token(ctx: Ctx, body: TokenBody) -> dict[str, Any]:
     """Create an agent token for one host. The response is the only time the token is shown."""
     with transaction(ctx.sessions) as s:
         token = auth.create_token(s, body.host)
-    return {"host": body.host, "token": token, "prefix": token[: len(auth.TOKEN_PREFIX) + 6]}
+    return {"host": body.host, "token": token, "prefix": tokens.listing_prefix(token, auth.TOKEN_PREFIX)}
 
 
 @router.post("/tokens/{token_id}/revoke")
