@@ -36,16 +36,9 @@ from app.rankstate.model import (
 from app.rankstate.serving import _int, produced, serving_event
 
 # event kinds bound once: an enum member read off its class costs ~0.2 µs, and this runs per record
-_CAPTURE_PROGRESS, _CHILD_CRASHED, _CLOSING_SIGNAL, _GPU_XID, _INIT_FAILED, _RAW, _SHARD_PROGRESS, _STACKS = (
-    wire.EventKind.CAPTURE_PROGRESS,
-    wire.EventKind.CHILD_CRASHED,
-    wire.EventKind.CLOSING_SIGNAL,
-    wire.EventKind.GPU_XID,
-    wire.EventKind.INIT_FAILED,
-    wire.EventKind.RAW,
-    wire.EventKind.SHARD_PROGRESS,
-    wire.EventKind.STACKS,
-)
+_K = wire.EventKind
+_CAPTURE_PROGRESS, _CHILD_CRASHED, _CLOSING_SIGNAL, _GPU_XID = _K.CAPTURE_PROGRESS, _K.CHILD_CRASHED, _K.CLOSING_SIGNAL, _K.GPU_XID  # fmt: skip
+_INIT_FAILED, _RAW, _SHARD_PROGRESS, _STACKS = _K.INIT_FAILED, _K.RAW, _K.SHARD_PROGRESS, _K.STACKS
 
 # A milestone line -> the phase the rank is in after it. A line that ends a step puts the rank in the step
 # that follows (issue 18: seven ranks past 'Load weight end' are not "loading weights"; they wait in what
