@@ -22,11 +22,10 @@ import httpx
 import orjson
 
 from agents.spool.store import Spool
-from agents.wire import SENT_AT_HEADER
+from agents.wire import SENT_AT_HEADER, is_retryable
 
 log = logging.getLogger("specwatch.agent.shipper")
 
-RETRYABLE = frozenset({408, 425, 429})
 _GROUPS = ("gpus", "processes", "events", "metrics")
 AUTH = frozenset({401, 403})
 MAX_SALVAGE_ROUNDS = 50
@@ -162,7 +161,7 @@ class Shipper:
                 self.on_ack(ack)
             return 0.0
         reason = _reason(resp) if resp.status_code != 200 else ""
-        if resp.status_code >= 500 or resp.status_code in RETRYABLE:
+        if is_retryable(resp.status_code):
             delay = self._failed(reason)
             # the server knows when it expects to be back (a database restart: 2 s): its Retry-After replaces
             # our own exponential guess, which after a long outage would leave us idle for up to

@@ -41,6 +41,15 @@ NonNegF = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Ts = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Severity = Literal["debug", "info", "warning", "error", "critical"]
 
+# An answer worth sending again (the agent's batches, the server's webhooks): a server error, or a 4xx that
+# says "not now" (timeout, too early, too many requests) rather than "never".
+RETRYABLE_4XX = frozenset({408, 425, 429})
+
+
+def is_retryable(status: int) -> bool:
+    return status >= 500 or status in RETRYABLE_4XX
+
+
 # The agent stamps each send attempt with its own clock; the server measures the agent's clock offset from it.
 SENT_AT_HEADER = "X-Specwatch-Sent-At"
 

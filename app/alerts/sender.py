@@ -36,6 +36,7 @@ import orjson
 from sqlalchemy import Row, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from agents.wire import is_retryable
 from app.alerts import signing
 from app.alerts.formats import Message
 from app.alerts.render import render
@@ -43,7 +44,6 @@ from app.store.db import transaction
 from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver
 
 log = logging.getLogger("specwatch.alerts")
-RETRYABLE_4XX = (408, 425, 429)
 CLAIM_SCAN = 1000
 
 
@@ -89,7 +89,7 @@ class Outcome:
     def retryable(self) -> bool:
         if self.http_status is None:
             return True
-        return self.http_status >= 500 or self.http_status in RETRYABLE_4XX
+        return is_retryable(self.http_status)
 
 
 def backoff_s(attempt: int, initial_s: float, max_s: float, rng: random.Random) -> float:
