@@ -18,7 +18,7 @@ demo: setup
 	$(VENV)/bin/specwatch demo --data-dir data/demo
 
 # Installs what the tests need (PostgreSQL running, Debian's Chromium, promtool), then the whole suite.
-# The real torch.distributed jobs of tests/test_torch_jobs.py need PyTorch, the CPU build: pinned, pip takes the
+# The real torch.distributed jobs of tests/system/test_torch_jobs.py need PyTorch, the CPU build: pinned, pip takes the
 # wheel on this kind of machine's disk (a range or a bare "torch" would fetch a CUDA build of several GB).
 torch: setup
 	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0'

@@ -24,7 +24,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import ServerProcess, cli  # noqa: E402
+from tests.support.harness import ServerProcess, cli  # noqa: E402
 
 HOST = "bench-node-01"
 TITLED = "import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); time.sleep(3600)"

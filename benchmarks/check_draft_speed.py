@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents.preflight import check_draft, load_checkpoint
-from tests.checkpoints import KIMI, make_draft, make_target
+from tests.support.checkpoints import KIMI, make_draft, make_target
 
 
 def main() -> None:

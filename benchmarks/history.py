@@ -28,7 +28,7 @@ from app.store import models  # noqa: E402
 from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
 from app.web.overview import deployments, hosts_now  # noqa: E402
 from app.web.timeline import timeline  # noqa: E402
-from tests.support import PgDatabases, pg_available  # noqa: E402
+from tests.support.harness import PgDatabases, pg_available  # noqa: E402
 
 N_HOSTS, GPUS_PER_HOST, N_RANKS = 128, 8, 16
 LAUNCH_S = 6 * 3600

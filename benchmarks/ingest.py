@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import ingest_limits as limits  # noqa: E402
 from benchmarks.ingest_load import load  # noqa: E402
-from tests.support import PgDatabases, ServerProcess, pg_available  # noqa: E402
+from tests.support.harness import PgDatabases, ServerProcess, pg_available  # noqa: E402
 
 
 def batch(host: str, agent_id: str, seq: int, t: float) -> dict[str, Any]:

@@ -33,8 +33,8 @@ from agents import wire  # noqa: E402
 from app.ingest.batches import store_batch  # noqa: E402
 from app.jobs import metric_rollups, rollups  # noqa: E402
 from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
-from tests import launchdata as ld  # noqa: E402
-from tests.support import ServerProcess, cli  # noqa: E402
+from tests.support import launchdata as ld  # noqa: E402
+from tests.support.harness import ServerProcess, cli  # noqa: E402
 
 POINTS = 1200  # what a 1280-px laptop screen asks for
 
@@ -88,7 +88,7 @@ def time_view(base: str, repeat: int, params: dict[str, Any] | None = None) -> t
 def browser_latency(server: ServerProcess, token: str, repeat: int) -> list[float]:
     from playwright.sync_api import sync_playwright
 
-    from tests.test_dashboard_browser import FLAGS
+    from tests.system.test_dashboard_browser import FLAGS
 
     plan = ld.LaunchPlan(
         "gpu-node-01", [f"TP{i}" for i in range(8)], time.time() - 10, agent_id="agent-live-01"

@@ -28,7 +28,7 @@ from app.api.prometheus import StateCollector  # noqa: E402
 from app.ingest.stats import IngestStats  # noqa: E402
 from app.store import models  # noqa: E402
 from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
-from tests.support import PgDatabases, pg_available  # noqa: E402
+from tests.support.harness import PgDatabases, pg_available  # noqa: E402
 
 
 def populate(url: str, hosts: int, n_samples: int, now: float) -> None:

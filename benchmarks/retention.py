@@ -27,7 +27,7 @@ from sqlalchemy import create_engine, insert, text  # noqa: E402
 from app.jobs import partitions, retention  # noqa: E402
 from app.store import models  # noqa: E402
 from app.store.db import make_engine, session_factory, transaction, upgrade  # noqa: E402
-from tests.support import PgDatabases, pg_available  # noqa: E402
+from tests.support.harness import PgDatabases, pg_available  # noqa: E402
 
 DAY = 86400
 RETENTION_S = 7 * DAY

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import STARTED_SERVERS, PgDatabases, ServerProcess, cli, pg_available, unavailable
+from tests.support.harness import STARTED_SERVERS, PgDatabases, ServerProcess, cli, pg_available, unavailable
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from agents.preflight import preflight_event, run_preflight
 from agents.preflight.cmdline import scan_launch
 from app.acceptance.diagnosis import AcceptPoint, LaunchSpecEvidence, diagnose, preflight_from_event
-from tests.checkpoints import make_draft, make_target
-from tests.detect_scenarios import Cluster
+from tests.support.checkpoints import make_draft, make_target
+from tests.support.detect_scenarios import Cluster
 from tests.test_detect import accept_stream
 
 SPEC = scan_launch(

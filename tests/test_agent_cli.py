@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.cli import build, parse, validate
-from tests.support import cli, free_port
+from tests.support.harness import cli, free_port
 
 
 @pytest.mark.parametrize(

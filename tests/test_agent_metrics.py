@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from agents.collectors.engine_metrics import AcceptanceDeriver, EngineMetrics, http_fetcher, parse_exposition
-from tests.support import free_port
+from tests.support.harness import free_port
 
 LABELS = {"model_name": "kimi-k2.5", "tp_rank": "0", "pp_rank": "0"}
 

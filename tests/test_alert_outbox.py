@@ -15,8 +15,8 @@ from app.alerts.sender import Sender, SenderConfig
 from app.detector import incidents
 from app.store import models
 from app.store.db import transaction
-from tests.alert_support import Receiver, Store
-from tests.support import wait_for
+from tests.support.alert import Receiver, Store
+from tests.support.harness import wait_for
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.checkpoints import (
+from tests.support.checkpoints import (
     KIMI,
     SMALL,
     draft_config,
@@ -20,7 +20,7 @@ from tests.checkpoints import (
     write_config,
     write_safetensors,
 )
-from tests.support import cli
+from tests.support.harness import cli
 
 
 def check(*args: str | Path) -> tuple[int, dict[str, Any]]:

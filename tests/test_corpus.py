@@ -10,7 +10,7 @@ from pathlib import Path
 from app.offline.corpus import load_baseline, load_cases
 from app.offline.driver import OfflineRun
 from app.offline.replay import replay
-from tests.support import cli
+from tests.support.harness import cli
 
 CORPUS = Path(__file__).parent / "corpus"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.detect import DetectConfig
 from app.rankstate import RankState
-from tests.detect_scenarios import Cluster, idle_gpus
+from tests.support.detect_scenarios import Cluster, idle_gpus
 
 
 def spin_except(culprit: str):  # type: ignore[no-untyped-def]

@@ -1,6 +1,6 @@
 """torch.distributed jobs in the pure parts: torchrun's and gloo's own lines, stacks grouped across ranks, the
 stall they decide, and a crash after an open hang taken as its consequence. The text is verbatim from real
-torchrun 2.13 jobs on gloo (tests/test_torch_jobs.py runs such jobs end to end)."""
+torchrun 2.13 jobs on gloo (tests/system/test_torch_jobs.py runs such jobs end to end)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from agents import ranklabel
 from agents.logparse import LogParser
 from app.detect import stacks
-from tests.detect_scenarios import Cluster, idle_gpus
+from tests.support.detect_scenarios import Cluster, idle_gpus
 
 WAITING = """Process 16545: /venv/bin/python -u job.py busy
 Python v3.11.7 (/root/.pyenv/versions/3.11.7/bin/python3.11)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings
-from tests.support import ROOT, cli
+from tests.support.harness import ROOT, cli
 
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 OPS_DOCS = ("getting-started.md", "cluster.md", "upgrading.md", "troubleshooting.md", "configuration.md")

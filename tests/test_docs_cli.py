@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import build_parser
-from tests.support import ROOT
+from tests.support.harness import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.checkpoints import write_config, write_safetensors
+from tests.support.checkpoints import write_config, write_safetensors
 
 FIXTURE = Path(__file__).parent / "fixtures" / "draft_oracle.json"
 DATA = json.loads(FIXTURE.read_text())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.detect_scenarios import Cluster
+from tests.support.detect_scenarios import Cluster
 
 MIN = 60.0
 

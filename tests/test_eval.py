@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agents.sim import scenario_names
-from tests.support import cli
+from tests.support.harness import cli
 
 
 def test_eval_detects_every_fault_with_its_culprit_and_no_false_positive() -> None:

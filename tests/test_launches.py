@@ -9,7 +9,7 @@ from agents import wire
 from app.ingest.batches import store_batch
 from app.store import models
 from app.store.db import make_engine, session_factory, transaction
-from tests.support import make_batch
+from tests.support.harness import make_batch
 
 BATCH = TypeAdapter(wire.IngestBatch)
 

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agents.logparse import LogParser, parse_lines
-from tests.logparse_lines import SGLANG_LINES, TORCH_LINES, check, one, utc
+from tests.support.logparse_lines import SGLANG_LINES, TORCH_LINES, check, one, utc
 
 
 @pytest.mark.parametrize(

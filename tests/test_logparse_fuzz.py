@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from agents.logparse import parse_lines
 from agents.wire import Event
-from tests.logparse_lines import SGLANG_LINES, TORCH_LINES
-from tests.logparse_real_lines import REAL_LINES
+from tests.support.logparse_lines import SGLANG_LINES, TORCH_LINES
+from tests.support.logparse_real_lines import REAL_LINES
 
 KNOWN_LINES = [x[0] for x in SGLANG_LINES] + [x[0] for x in TORCH_LINES] + [x[1] for x in REAL_LINES]
 

@@ -12,8 +12,8 @@ import pytest
 
 from agents.logparse import LogParser, parse_lines
 from agents.wire import LOG_EVENT_KINDS
-from tests.logparse_lines import SGLANG_LINES, TORCH_LINES, check, one, utc
-from tests.logparse_real_lines import CORPUS_LINES, REAL_LINES
+from tests.support.logparse_lines import SGLANG_LINES, TORCH_LINES, check, one, utc
+from tests.support.logparse_real_lines import CORPUS_LINES, REAL_LINES
 
 CORPUS = Path(__file__).parent / "corpus"
 

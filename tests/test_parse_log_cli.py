@@ -6,8 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from tests.logparse_lines import utc
-from tests.support import ROOT, cli
+from tests.support.harness import ROOT, cli
+from tests.support.logparse_lines import utc
 
 LOG = (
     "[2025-06-26 09:47:18 DP0 TP0] Load weight begin. avail mem=137.20 GB\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support import cli
+from tests.support.harness import cli
 
 T = "2026-02-23"
 

@@ -8,9 +8,9 @@ import json
 import re
 from pathlib import Path
 
-from tests.alert_support import Receiver, Store
-from tests.support import wait_for
-from tests.test_alert_delivery import start_server
+from tests.support.alert import Receiver, Store
+from tests.support.harness import wait_for
+from tests.system.test_alert_delivery import start_server
 
 EVIL = "<!channel> <https://evil.example/login|open the runbook> & <@U0123>"
 

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.sim import ScenarioError, SimCluster, load_scenario, scenario_names
-from tests.sim_support import PHASE_MARKERS, PREFIX, T0, all_lines
+from tests.support.sim import PHASE_MARKERS, PREFIX, T0, all_lines
 
 
 def test_every_scenario_loads_and_plays() -> None:

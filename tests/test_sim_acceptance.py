@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents.sim import ScenarioError, SimCluster, load_scenario
-from tests.sim_support import T0
+from tests.support.sim import T0
 
 LEN = re.compile(r"accept len: ([\d.]+)")
 VLLM_LEN = re.compile(r"Mean acceptance length: ([\d.]+)")

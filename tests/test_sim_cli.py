@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from agents.sim import load_scenario, scenario_names
-from tests.support import cli
+from tests.support.harness import cli
 
 
 def test_list_shows_every_scenario_with_what_to_expect() -> None:

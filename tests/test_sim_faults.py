@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agents.logparse import parse_lines
 from agents.sim import SimCluster, load_scenario, scenario_names
-from tests.sim_support import PREFIX, T0
+from tests.support.sim import PREFIX, T0
 
 
 def parsed(cluster: SimCluster, host: str, since_s: float, until_s: float) -> dict[str, list]:

@@ -1,6 +1,6 @@
 """torch.distributed's own lines: torchrun / elastic agent, c10d rendezvous and gloo errors, ``[rankN]:`` prefixes.
 
-Shapes, from real torchrun 2.13 jobs on gloo (tests/test_torch_jobs.py runs them):
+Shapes, from real torchrun 2.13 jobs on gloo (tests/system/test_torch_jobs.py runs them):
 
 - torchrun's glog header, with no brackets and no year:
   ``W1201 09:56:54.628000 26378 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 26580 closing signal SIGTERM``

@@ -1,5 +1,5 @@
 """The OpenAPI description says what the server really answers (checked by schemathesis in CI,
-tests/reliability/test_fuzz_api.py): the statuses every operation can give besides its own (400 unparsable
+tests/system/reliability/test_fuzz_api.py): the statuses every operation can give besides its own (400 unparsable
 body, 401/403 access, 404 for an unknown id, 409 conflicts, 421 Host check, 503 database unavailable or its disk
 full) with their ``{"detail": "..."}`` body, and the range of the ids in paths (32-bit columns), so a
 schema-valid request is never one the database must refuse."""

@@ -64,7 +64,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def agent_main(argv: Sequence[str] | None = None) -> int:
     """``specwatch-agent ARGS`` = ``specwatch agent ARGS``: the command a GPU host's unit file runs, which loads
-    the agent's modules and none of the server's (tests/test_release.py checks the import closure)."""
+    the agent's modules and none of the server's (tests/system/test_release.py checks the import closure)."""
     return main(["agent", *(sys.argv[1:] if argv is None else argv)])
 
 

@@ -1,0 +1,33 @@
+"""Helpers shared by the tests/test_security_*.py files (the findings of issue 17)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+import httpx
+
+from tests.support.harness import cli, make_batch
+
+
+def user(db_url: str, name: str, role: str) -> str:
+    return str(cli("user", "add", name, "--role", role, "--database-url", db_url).stdout.strip())
+
+
+def agent_token(db_url: str, host: str) -> str:
+    return str(cli("token", "create", "--host", host, "--database-url", db_url).stdout.strip())
+
+
+def ingest(base: str, token: str | None, batch: dict[str, Any] | bytes, gz: bool = False) -> httpx.Response:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    body = batch if isinstance(batch, bytes) else json.dumps(batch).encode()
+    if gz:
+        body = gzip.compress(body)
+        headers["Content-Encoding"] = "gzip"
+    return httpx.post(base + "/api/v1/ingest", content=body, headers=headers, timeout=30)
+
+
+__all__ = ["agent_token", "ingest", "make_batch", "user"]
