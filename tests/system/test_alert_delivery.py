@@ -150,12 +150,12 @@ def test_hanging_receiver_does_not_hold_back_another(tmp_path: Path) -> None:
     fast = Receiver(tmp_path / "fast.jsonl").start()
     store.add_receiver(slow.url, name="slow")
     store.add_receiver(fast.url, name="fast")
-    server = start_server(db_url, SPECWATCH_ALERT_TIMEOUT_S="20")
+    # the sender waits 10 minutes on the hanging receiver (which answers after 60 s): the fast one getting its four messages
+    # at all (wait_for's ceiling is far shorter) shows the hang held nothing back, however loaded the machine
+    server = start_server(db_url, SPECWATCH_ALERT_TIMEOUT_S="600")
     try:
         ids = [store.open(store.launch(f"dep-{i}")) for i in range(4)]
-        started = time.time()
         wait_for("all four messages at the fast receiver", lambda: len(fast.received()) >= 4, timeout=15)
-        assert time.time() - started < 15
         assert sorted(json.loads(r["body"])["incidents"][0]["id"] for r in fast.received()) == sorted(ids)
         # the slow one holds at most its concurrency limit (2) in flight
         time.sleep(1)

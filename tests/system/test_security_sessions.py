@@ -41,7 +41,9 @@ def test_revoking_the_user_ends_its_browser_session(token_server: ServerProcess,
             lambda: browser.get("/api/v1/hosts").status_code == 401,
             timeout=20,
         )
-        assert time.time() - revoked_at < 15, "within the token cache's 10 s (plus a slow machine's margin)"
+        # the token cache keeps a verdict 10 s; the rest is a loaded machine's margin. What it rules out is a
+        # session that outlives its user's revocation (a cookie lasts hours)
+        assert time.time() - revoked_at < 60, "within the token cache's 10 s (plus a loaded machine's margin)"
         r = browser.post("/api/v1/silences", json=SILENCE, headers={"X-CSRF-Token": csrf})
         assert r.status_code == 401, "no changes either"
 
