@@ -24,12 +24,12 @@ torch: setup
 	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0'
 
 # Across pytest-xdist workers: most of the suite's wall time is waiting on real servers, agents and jobs, so
-# more workers than the 2 cores overlap those waits (benchmarks/RESULTS.md, "test suite"); worksteal hands a
-# finished worker the queued tests of a busy one, so the long tests do not form a tail on one worker.
+# more workers than the 2 cores overlap those waits (benchmarks/RESULTS.md, "test suite"). loadgroup hands tests
+# out one by one, except a module with a module fixture (tests/conftest.py groups it): that one runs on one worker.
 TEST_WORKERS ?= 4
 test: setup torch
 	bash scripts/test-deps.sh
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=20
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 test-fast: setup
 	$(PY) -m pytest -m "not postgres and not browser" -x

@@ -5,14 +5,51 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import STARTED_SERVERS, PgDatabases, ServerProcess, cli, pg_available, unavailable
+from tests.support.harness import (
+    STARTED_SERVERS,
+    PgDatabases,
+    ServerProcess,
+    agent_token,
+    pg_available,
+    unavailable,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="run long soak variants")
 
 
+# The longest modules (a minute or more of real time each): started first, they end while the short tests
+# run, rather than forming a tail on one worker once the others are idle.
+LONG_FIRST = (
+    "tests/system/test_failover.py",
+    "tests/system/test_release.py",
+    "tests/system/test_torch_jobs.py",
+    "tests/system/test_demo.py",
+    "tests/system/test_detector_server.py",
+    "tests/system/test_live_vs_replay.py",
+    "tests/system/test_web_data.py",
+    "tests/system/test_ingest_http.py",
+    "tests/system/test_ingest_group.py",
+)
+
+
+def _start_order(item: pytest.Item) -> int:
+    path = item.nodeid.split("::")[0]
+    if path in LONG_FIRST:
+        return LONG_FIRST.index(path)
+    return len(LONG_FIRST) + (0 if path.startswith("tests/system/") else 1)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_start_order)  # stable: a module's own order stays
+    for item in items:
+        # A module fixture (a site of servers, agents and torchrun jobs) is built once per worker that runs a
+        # test of its module: one group keeps the module on one worker, built once.
+        info = getattr(item, "_fixtureinfo", None)
+        if info and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="soak variant: run with --run-slow")
@@ -83,6 +120,6 @@ def server(db_url: str) -> Iterator[ServerProcess]:
 @pytest.fixture
 def make_token(db_url: str):  # type: ignore[no-untyped-def]
     def make(host: str) -> str:
-        return str(cli("token", "create", "--host", host, "--database-url", db_url).stdout.strip())
+        return agent_token(db_url, host)
 
     return make

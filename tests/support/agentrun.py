@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from tests.support.harness import ServerProcess, cli
+from tests.support.harness import ServerProcess, agent_token
 
 HOST = "gpu-a01"  # the healthy scenario's first host
 
@@ -52,5 +52,5 @@ def setup(tmp_path: Path) -> tuple[str, ServerProcess, str]:
     url = f"sqlite:///{tmp_path / 'specwatch.db'}"  # a fault of the agent host: one backend is enough
     upgrade(url)
     server = ServerProcess(url).start()
-    token = cli("token", "create", "--host", HOST, "--database-url", url).stdout.strip()
+    token = agent_token(url, HOST)
     return url, server, token

@@ -233,6 +233,31 @@ def running_server(database_url: str, env: dict[str, str] | None = None) -> Iter
         server.stop()
 
 
+def agent_tokens(database_url: str, hosts: list[str]) -> dict[str, str]:
+    """Agent tokens made in-process, by the function ``specwatch token create`` calls (test_cli_tokens runs the
+    command itself): a CLI process per token costs seconds of CPU on a busy machine."""
+    from app.access.agent_tokens import create_token
+    from app.store.db import make_engine, session_factory, transaction
+
+    engine = make_engine(database_url)
+    try:
+        with transaction(session_factory(engine)) as s:
+            return {h: create_token(s, h) for h in hosts}
+    finally:
+        engine.dispose()
+
+
+def agent_token(database_url: str, host: str) -> str:
+    return agent_tokens(database_url, [host])[host]
+
+
+def upgrade_db(database_url: str) -> None:
+    """``specwatch db upgrade`` in-process (the same function; test_operations runs the command itself)."""
+    from app.store.db import upgrade
+
+    upgrade(database_url)
+
+
 def make_batch(
     host: str = "gpu-node-01",
     seq: int = 0,

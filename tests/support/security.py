@@ -8,15 +8,11 @@ from typing import Any
 
 import httpx
 
-from tests.support.harness import cli, make_batch
+from tests.support.harness import agent_token, cli, make_batch
 
 
 def user(db_url: str, name: str, role: str) -> str:
     return str(cli("user", "add", name, "--role", role, "--database-url", db_url).stdout.strip())
-
-
-def agent_token(db_url: str, host: str) -> str:
-    return str(cli("token", "create", "--host", host, "--database-url", db_url).stdout.strip())
 
 
 def ingest(base: str, token: str | None, batch: dict[str, Any] | bytes, gz: bool = False) -> httpx.Response:

@@ -12,7 +12,14 @@ import pytest
 
 from app.acceptance.breakdown import by_batch, per_position
 from app.acceptance.diagnosis import AcceptPoint
-from tests.support.harness import ServerProcess, chromium_path, cli, make_batch, wait_for
+from tests.support.harness import (
+    ServerProcess,
+    agent_token,
+    chromium_path,
+    make_batch,
+    upgrade_db,
+    wait_for,
+)
 from tests.system.test_web_data import _ingest
 
 HEALTHY = [0.81, 0.65, 0.52, 0.42]
@@ -65,11 +72,11 @@ def _spec_events(t0: float, n: int, lose_at: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     db_url = f"sqlite:///{tmp_path_factory.mktemp('bd') / 'specwatch.db'}"
-    cli("db", "upgrade", "--database-url", db_url)
+    upgrade_db(db_url)
     srv = ServerProcess(db_url).start()
     now = time.time()
     for i, (host, dep, lose_at) in enumerate((("gpu-a", "llama-ab-a", 10_000), ("gpu-b", "llama-ab-b", 30))):
-        token = cli("token", "create", "--host", host, "--database-url", db_url).stdout.strip()
+        token = agent_token(db_url, host)
         t0 = now - 700
         batches = [
             make_batch(host, seq=0, agent_id=f"agent-{i}-0001", ts=t0, deployment=dep, n_gpus=2),
@@ -85,7 +92,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         ]
         _ingest(srv, token, batches)
     # a vLLM launch seen only through /metrics: the agent's per-position rates derived from the counters
-    token = cli("token", "create", "--host", "gpu-c", "--database-url", db_url).stdout.strip()
+    token = agent_token(db_url, "gpu-c")
     first = make_batch(
         "gpu-c", seq=0, agent_id="agent-c-0001", ts=now - 300, deployment="vllm-metrics", n_gpus=1
     )

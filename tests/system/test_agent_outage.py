@@ -7,15 +7,15 @@ import time
 from pathlib import Path
 
 from tests.support.agent import finish, sim_args, start_agent
-from tests.support.harness import ServerProcess, cli, scalar
+from tests.support.harness import ServerProcess, agent_token, scalar, upgrade_db
 
 SIM_HOST = "gpu-a01"
 
 
 def test_server_outage_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'server.db'}"
-    cli("db", "upgrade", "--database-url", url)
-    token = cli("token", "create", "--host", SIM_HOST, "--database-url", url).stdout.strip()
+    upgrade_db(url)
+    token = agent_token(url, SIM_HOST)
     server = ServerProcess(url).start()
     agent = start_agent(
         token,

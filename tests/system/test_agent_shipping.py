@@ -20,7 +20,7 @@ from agents.collectors.stacks import StackDumper, stacks_event, top_frame
 from agents.main import Agent, AgentConfig, Sources
 from agents.shipper import Shipper
 from agents.spool.store import QUARANTINE, Spool
-from tests.support.harness import ServerProcess, cli, free_port
+from tests.support.harness import ServerProcess, agent_token, free_port, upgrade_db
 
 HOST = "gpu-node-07"
 
@@ -30,13 +30,13 @@ HOST = "gpu-node-07"
 @pytest.fixture(scope="module")
 def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('server') / 'server.db'}"
-    cli("db", "upgrade", "--database-url", url)
+    upgrade_db(url)
     return url
 
 
 @pytest.fixture(scope="module")
 def token(sqlite_url: str) -> str:
-    return str(cli("token", "create", "--host", HOST, "--database-url", sqlite_url).stdout.strip())
+    return agent_token(sqlite_url, HOST)
 
 
 @pytest.fixture(scope="module")

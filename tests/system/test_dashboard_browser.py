@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import launchdata as ld
-from tests.support.harness import ROOT, ServerProcess, chromium_path, cli
+from tests.support.harness import ROOT, ServerProcess, agent_token, chromium_path, upgrade_db
 from tests.system.test_web_data import _ingest, _open_incident
 
 pytestmark = pytest.mark.browser
@@ -41,9 +41,9 @@ class Site:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     db_url = f"sqlite:///{tmp_path_factory.mktemp('web') / 'specwatch.db'}"
-    cli("db", "upgrade", "--database-url", db_url)
+    upgrade_db(db_url)
     hosts = ("gpu-node-01", "gpu-node-02", "gpu-node-03")
-    tokens = {h: cli("token", "create", "--host", h, "--database-url", db_url).stdout.strip() for h in hosts}
+    tokens = {h: agent_token(db_url, h) for h in hosts}
     server = ServerProcess(db_url).start()
     now = time.time()
     t0 = now - 240

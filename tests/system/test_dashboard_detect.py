@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.support import launchdata as ld
-from tests.support.harness import ServerProcess, chromium_path, cli
+from tests.support.harness import ServerProcess, agent_token, chromium_path, upgrade_db
 from tests.system.test_dashboard_browser import FLAGS, shot
 
 pytestmark = pytest.mark.browser
@@ -55,9 +55,9 @@ class Feeder:
 @pytest.fixture
 def stuck_launch(tmp_path: Path) -> Iterator[tuple[ServerProcess, Feeder]]:
     db_url = f"sqlite:///{tmp_path / 'specwatch.db'}"
-    cli("db", "upgrade", "--database-url", db_url)
+    upgrade_db(db_url)
     hosts = ("gpu-node-01", "gpu-node-02")
-    tokens = {h: cli("token", "create", "--host", h, "--database-url", db_url).stdout.strip() for h in hosts}
+    tokens = {h: agent_token(db_url, h) for h in hosts}
     server = ServerProcess(db_url).start()
     # loading ends a few seconds from now; from then on TP11 never reaches the next collective
     t0 = time.time() - 40

@@ -17,6 +17,8 @@ FAST = {
     "SPECWATCH_LEADER_LEASE_S": "2",
     "SPECWATCH_DETECT__LOADING_WEIGHTS_S": "4",
     "SPECWATCH_DETECT__OPEN_AFTER_S": "1",
+    # a stall seen before any stack dump waits this long for the dumps it asked for (10 s by default)
+    "SPECWATCH_DETECT__STACK_WAIT_S": "3",
     "SPECWATCH_DETECT__RESOLVE_AFTER_S": "5",
     "SPECWATCH_DETECT__AGENT_SILENT_GRACE_S": "60",
     "SPECWATCH_DETECT__AGENT_LATE_GRACE_S": "30",

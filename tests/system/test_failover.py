@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.agent import start_agent
 from tests.support.alert import Receiver
-from tests.support.harness import ServerProcess, cli, count_rows, is_leader, wait_for
+from tests.support.harness import ServerProcess, agent_token, cli, count_rows, is_leader, wait_for
 
 
 def opened(receiver: Receiver) -> list[dict[str, Any]]:
@@ -58,10 +58,7 @@ def test_detection_and_alerting_survive_the_leaders_death_without_duplicates(pg,
     url = pg.fresh()
     receiver = Receiver(tmp_path / "hook.jsonl").start()
     cli("receiver", "add", receiver.url, "--format", "generic", "--name", "oncall", "--database-url", url)
-    tokens = {
-        h: cli("token", "create", "--host", h, "--database-url", url).stdout.strip()
-        for h in ("node-a", "node-b", "node-c")
-    }
+    tokens = {h: agent_token(url, h) for h in ("node-a", "node-b", "node-c")}
     env = {"SPECWATCH_LEADER_LEASE_S": "3"}
     servers = [ServerProcess(url, env=env).start(), ServerProcess(url, env=env).start()]
     agents: list[Any] = []

@@ -19,7 +19,7 @@ from app.ingest.cache import IngestCache
 from app.ingest.queue import IngestRequest, IngestWriter, Stored
 from app.store import models
 from app.store.db import make_engine, session_factory
-from tests.support.harness import cli, make_batch
+from tests.support.harness import agent_token, make_batch
 
 BATCH = TypeAdapter(wire.IngestBatch)
 
@@ -122,9 +122,7 @@ def test_a_group_the_database_undoes_to_break_a_deadlock_is_stored_on_the_next_t
     asks for node-a. PostgreSQL breaks the cycle by undoing the writer's transaction (it waited first). The
     agents get their answers, not a 503, and each batch is stored once."""
     url = pg.fresh()
-    tokens = {
-        h: cli("token", "create", "--host", h, "--database-url", url).stdout.strip() for h in ("a", "b")
-    }
+    tokens = {h: agent_token(url, h) for h in ("a", "b")}
 
     def req(host: str, seq: int) -> IngestRequest:
         return _req(tokens[host], make_batch(host=host, agent_id=f"agent-node-{host}", seq=seq))

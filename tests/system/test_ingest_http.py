@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.support.harness import ServerProcess, count_rows, make_batch
+from tests.support.harness import ServerProcess, agent_token, count_rows, make_batch
 
 TABLES = ("gpu_samples", "process_samples", "events", "metric_samples", "ingested_batches")
 
@@ -192,9 +192,8 @@ def test_several_server_processes_on_one_port_store_every_batch_once(db_url: str
 @pytest.mark.postgres
 def test_database_unreachable_gives_503_and_recovers(pg, make_token) -> None:  # type: ignore[no-untyped-def]
     url = pg.fresh()
-    from tests.support.harness import cli
 
-    token = cli("token", "create", "--host", "gpu-node-01", "--database-url", url).stdout.strip()
+    token = agent_token(url, "gpu-node-01")
     server = ServerProcess(url).start()
     name = url.rsplit("/", 1)[1]
     admin = create_engine(url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")

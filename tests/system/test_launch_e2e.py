@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from tests.support.agent import start_agent
-from tests.support.harness import ServerProcess, cli
+from tests.support.harness import ServerProcess, agent_token, upgrade_db
 
 ENGINE = """
 import sys, time
@@ -24,8 +24,8 @@ raise SystemExit(int(sys.argv[sys.argv.index("--exit") + 1]))
 
 def test_the_agent_launches_the_engine_and_reports_its_output_and_exit(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'launch.db'}"
-    cli("db", "upgrade", "--database-url", url)
-    token = cli("token", "create", "--host", "gpu-launch", "--database-url", url).stdout.strip()
+    upgrade_db(url)
+    token = agent_token(url, "gpu-launch")
     engine = tmp_path / "engine.py"
     engine.write_text(ENGINE)
     server = ServerProcess(url).start()

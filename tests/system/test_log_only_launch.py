@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.harness import ROOT, ServerProcess, cli, wait_for
+from tests.support.harness import ROOT, ServerProcess, agent_token, upgrade_db, wait_for
 
 
 def _sglang_log(path: Path, ranks: int) -> None:
@@ -30,8 +30,8 @@ def _sglang_log(path: Path, ranks: int) -> None:
 
 def test_a_log_only_agent_shows_ranks_and_engine_on_the_overview(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'specwatch.db'}"
-    cli("db", "upgrade", "--database-url", db_url)
-    token = cli("token", "create", "--host", "login-01", "--database-url", db_url).stdout.strip()
+    upgrade_db(db_url)
+    token = agent_token(db_url, "login-01")
     server = ServerProcess(db_url).start()
     log = tmp_path / "sglang.log"
     _sglang_log(log, 8)

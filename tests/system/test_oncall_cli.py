@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from tests.support import launchdata as ld
-from tests.support.harness import ServerProcess, cli, free_port, wait_for
+from tests.support.harness import ServerProcess, agent_token, cli, free_port, upgrade_db, wait_for
 from tests.system.test_web_data import _ingest, _open_incident
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
     db_url = f"sqlite:///{tmp_path_factory.mktemp('oncall') / 'specwatch.db'}"
-    cli("db", "upgrade", "--database-url", db_url)
-    agent = cli("token", "create", "--host", "gpu-node-02", "--database-url", db_url).stdout.strip()
+    upgrade_db(db_url)
+    agent = agent_token(db_url, "gpu-node-02")
     user = cli("user", "add", "oncall", "--database-url", db_url).stdout.strip().split()[-1]
     server = ServerProcess(db_url, env={"SPECWATCH_AUTH": "token"}).start()
     # `specwatch serve` says first where it listens and which database it uses

@@ -17,7 +17,7 @@ from app.detector.feed import Feed
 from app.jobs import partitions, retention
 from app.store import models
 from app.store.db import downgrade, make_engine, session_factory, transaction, upgrade
-from tests.support.harness import PgDatabases, cli, make_batch, running_server, wait_http
+from tests.support.harness import PgDatabases, agent_token, make_batch, running_server, wait_http
 
 pytestmark = pytest.mark.postgres
 
@@ -143,7 +143,7 @@ def test_migration_from_0007_keeps_rows_and_ids_and_downgrades(pg: PgDatabases) 
 
 
 def _token(url: str, host: str) -> str:
-    return str(cli("token", "create", "--host", host, "--database-url", url).stdout.strip())
+    return agent_token(url, host)
 
 
 def _ingest(base_url: str, token: str, body: dict[str, Any]) -> None:

@@ -16,8 +16,7 @@ import pytest
 
 from agents.shipper import Shipper
 from agents.spool.store import Spool
-from tests.support.harness import ServerProcess, cli, free_port, scalar
-from tests.support.security import agent_token
+from tests.support.harness import ServerProcess, agent_token, free_port, scalar, upgrade_db
 
 HOST = "gpu-node-09"
 
@@ -25,7 +24,7 @@ HOST = "gpu-node-09"
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> str:
     u = f"sqlite:///{tmp_path_factory.mktemp('server') / 'server.db'}"
-    cli("db", "upgrade", "--database-url", u)
+    upgrade_db(u)
     return u
 
 

@@ -33,7 +33,15 @@ import psutil
 import pytest
 
 from agents.collectors.stacks import find_py_spy
-from tests.support.harness import ROOT, ServerProcess, cli, free_port, is_leader, unavailable, wait_for
+from tests.support.harness import (
+    ROOT,
+    ServerProcess,
+    free_port,
+    is_leader,
+    unavailable,
+    upgrade_db,
+    wait_for,
+)
 
 JOB = ROOT / "tests" / "torchjob.py"
 ODD = "rank2"
@@ -114,7 +122,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     _requirements()
     base = tmp_path_factory.mktemp("torchjobs")
     db_url = f"sqlite:///{base / 'specwatch.db'}"
-    cli("db", "upgrade", "--database-url", db_url)
+    upgrade_db(db_url)
     tokens = _tokens(db_url, [f"torch-{m}" for m in MODES])
     server = ServerProcess(db_url, env={"SPECWATCH_DETECT_INTERVAL_S": "1"}).start()
     # the detector runs in the server's jobs process: on a loaded box it can start long after /healthz answers

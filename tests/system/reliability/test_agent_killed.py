@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.support.agent import start_agent
-from tests.support.harness import ServerProcess, cli
+from tests.support.harness import ServerProcess, agent_token
 
 LINES_PER_FILE = 400
 TOKEN = re.compile(r"#token: (\d+),")
@@ -82,7 +82,7 @@ def kill_agent_while_logging(tmp_path: Path, lines: int, seed: int) -> None:
     for path in logs:
         path.touch()
     server = ServerProcess(url).start()
-    token = cli("token", "create", "--host", "gpu-node-00", "--database-url", url).stdout.strip()
+    token = agent_token(url, "gpu-node-00")
     args = [
         *("--server", server.base_url, "--spool", str(tmp_path / "spool"), "--host", "gpu-node-00"),
         *("--deployment", "tail", "--sources", "logs", "--log", str(logs[0].parent / "*.log")),

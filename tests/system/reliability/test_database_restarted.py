@@ -14,7 +14,14 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.support.harness import PgDatabases, ServerProcess, cli, count_rows, make_batch, wait_http
+from tests.support.harness import (
+    PgDatabases,
+    ServerProcess,
+    agent_token,
+    count_rows,
+    make_batch,
+    wait_http,
+)
 from tests.support.ledger import Agent, check
 from tests.support.pgcluster import PgCluster, initdb_path
 
@@ -78,7 +85,7 @@ def outage_under_load(outage: Outage, tmp_path: Path, batches: int, outage_s: fl
     try:
         for i in range(2):
             host = f"gpu-node-{i:02d}"
-            token = cli("token", "create", "--host", host, "--database-url", url).stdout.strip()
+            token = agent_token(url, host)
             agents.append(
                 Agent(host, f"dbdown-agent-{i:02d}", tmp_path / host, batches).start(server.base_url, token)
             )
@@ -154,7 +161,7 @@ def test_database_outage_while_nobody_reads_the_servers_stderr(outage: Outage) -
 
     url, down, up = outage
     upgrade(url)
-    token = cli("token", "create", "--host", "gpu-node-01", "--database-url", url).stdout.strip()
+    token = agent_token(url, "gpu-node-01")
     read_end, write_end = _full_pipe()
     server = ServerProcess(url)
     try:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.harness import ServerProcess, cli
+from tests.support.harness import ServerProcess, agent_token
 
 MAX_EXAMPLES = os.environ.get("SPECWATCH_FUZZ_EXAMPLES", "25")
 # Receivers are excluded: the server would POST alerts to whatever URL the fuzzer invents (only admins set
@@ -25,7 +25,7 @@ EXCLUDE_CHECKS = "positive_data_acceptance,allow_header_conformance"
 
 
 def test_no_endpoint_answers_5xx_to_generated_input(db_url: str, tmp_path: Path) -> None:
-    token = cli("token", "create", "--host", "fuzz-host", "--database-url", db_url).stdout.strip()
+    token = agent_token(db_url, "fuzz-host")
     server = ServerProcess(db_url).start()
     try:
         st = Path(sys.executable).with_name("st")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import ServerProcess, cli
+from tests.support.harness import ServerProcess, agent_token
 from tests.support.ledger import Agent, check
 
 
@@ -24,7 +24,7 @@ def kill_loop(db_url: str, tmp_path: Path, kills: int, batches: int, n_agents: i
     try:
         for i in range(n_agents):
             host = f"gpu-node-{i:02d}"
-            token = cli("token", "create", "--host", host, "--database-url", db_url).stdout.strip()
+            token = agent_token(db_url, host)
             agent = Agent(host, f"faults-agent-{i:02d}", tmp_path / host, batches)
             agents.append(agent.start(server.base_url, token))
         agents[0].wait_acked(5)
