@@ -1,6 +1,6 @@
 """How soon a real torch.distributed hang becomes an incident, and its grouped stacks show on the incident page.
 
-Real `torchrun` jobs (4 gloo ranks, tests/torchjob.py, torch's CPU build) each under a real `specwatch agent
+Real `torchrun` jobs (4 gloo ranks, tests/support/torchjob.py, torch's CPU build) each under a real `specwatch agent
 --launch` feeding one real `specwatch serve` (SQLite), real py-spy, no GPU; one job at a time, so the figures
 are the detector's, not a queue of five jobs on a shared box. Per repetition and mode:
 
@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from tests.support import ServerProcess, cli, free_port, is_leader, wait_for  # noqa: E402
+from tests.support.harness import ServerProcess, cli, free_port, is_leader, wait_for  # noqa: E402
 
-JOB = ROOT / "tests" / "torchjob.py"
+JOB = ROOT / "tests" / "support" / "torchjob.py"
 ODD = 2
 # the odd rank's frame each mode's stacks must show on the page
 ODD_FRAME = {"busy": "rank2 in spin", "stall": "rank2 in wait_forever", "preinit": "rank2 in wait_forever"}

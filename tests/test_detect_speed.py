@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.detect import DetectConfig
-from tests.detect_scenarios import Cluster, idle_gpus
+from tests.support.detect_scenarios import Cluster, idle_gpus
 from tests.test_detect import serving_load
 
 

@@ -37,7 +37,7 @@ class Receiver:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                str(ROOT / "tests" / "webhook_receiver.py"),
+                str(ROOT / "tests" / "support" / "webhook_receiver.py"),
                 *("--port", str(self.port), "--log", str(self.log), "--mode", self.mode),
             ],
         )

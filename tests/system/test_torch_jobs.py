@@ -43,7 +43,7 @@ from tests.support.harness import (
     wait_for,
 )
 
-JOB = ROOT / "tests" / "torchjob.py"
+JOB = ROOT / "tests" / "support" / "torchjob.py"
 ODD = "rank2"
 TIMEOUT_S = 60
 WORK_S = 40  # the healthy job's CPU work, split around a collective (the 90 s, compressed)
