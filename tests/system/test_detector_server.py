@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.harness import ServerProcess, count_rows, make_batch
+from tests.support.harness import WAIT_MARGIN, ServerProcess, count_rows, make_batch
 
 FAST = {
     "SPECWATCH_DETECT_INTERVAL_S": "0.5",
@@ -63,6 +63,7 @@ def log(kind: str, rank: str, message: str, **fields: Any) -> dict[str, Any]:
 
 
 def until(what: str, check: Callable[[], Any], agent: Agent, timeout: float = 60) -> Any:
+    timeout *= WAIT_MARGIN  # the quiet machine's figure, times wait_for's margin for a loaded one
     deadline = time.time() + timeout
     while time.time() < deadline:
         agent.post()
