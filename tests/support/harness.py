@@ -29,6 +29,12 @@ PG_ADMIN_URL = os.environ.get(
 CHROMIUM = os.environ.get("SPECWATCH_TEST_CHROMIUM", "/usr/bin/chromium")
 T = TypeVar("T")
 
+# A test names the time its condition takes on a quiet machine; wait_for waits this many times longer before it
+# fails. Waiting longer costs nothing when the condition holds (the poll returns at once), and the suite runs on
+# shared 2-core machines across pytest-xdist workers, where a server's start or a detector's tick can take
+# several times its quiet figure: a verdict must not depend on the machine being idle.
+WAIT_MARGIN = float(os.environ.get("SPECWATCH_TEST_WAIT_MARGIN", "3"))
+
 
 def unavailable(what: str) -> None:
     """Skip locally, fail in CI: a component CI must provide is never silently skipped there."""
@@ -147,6 +153,7 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60, chec
 def wait_http(
     url: str, timeout: float = 30, proc: subprocess.Popen[Any] | None = None, log: Path | None = None
 ) -> None:
+    timeout *= WAIT_MARGIN  # a server's start (imports, migrations, its jobs process) slows most under load
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -332,13 +339,6 @@ def scalar(database_url: str, sql: str) -> int:
 
 def count_rows(database_url: str, table: str) -> int:
     return scalar(database_url, f"SELECT count(*) FROM {table}")
-
-
-# A test names the time its condition takes on a quiet machine; wait_for waits this many times longer before it
-# fails. Waiting longer costs nothing when the condition holds (the poll returns at once), and the suite runs on
-# shared 2-core machines across pytest-xdist workers, where a server's start or a detector's tick can take
-# several times its quiet figure: a verdict must not depend on the machine being idle.
-WAIT_MARGIN = float(os.environ.get("SPECWATCH_TEST_WAIT_MARGIN", "3"))
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float = 0.1) -> T:
