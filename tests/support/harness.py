@@ -193,7 +193,11 @@ class ServerProcess:
         with open(self.log_path, "a") as out:
             self.proc = self.spawn(out)
         STARTED_SERVERS.append(self)
-        wait_http(self.base_url + "/healthz", timeout=timeout, proc=self.proc, log=self.log_path)
+        try:
+            wait_http(self.base_url + "/healthz", timeout=timeout, proc=self.proc, log=self.log_path)
+        except BaseException:
+            self.stop()  # a server that never answered is not the caller's to stop: it holds no handle yet
+            raise
         return self
 
     def spawn(self, out: Any) -> subprocess.Popen[str]:
