@@ -44,11 +44,16 @@ def _start_order(item: pytest.Item) -> int:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=_start_order)  # stable: a module's own order stays
+    # A module fixture (a site of servers, agents and torchrun jobs) is built once per worker that runs a
+    # test of its module: one group keeps the module on one worker, built once, its tests in their order (a
+    # module's last test may check what the earlier ones left, such as the dashboard's screenshots).
+    grouped = set()
     for item in items:
-        # A module fixture (a site of servers, agents and torchrun jobs) is built once per worker that runs a
-        # test of its module: one group keeps the module on one worker, built once.
         info = getattr(item, "_fixtureinfo", None)
         if info and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+            grouped.add(item.nodeid.split("::")[0])
+    for item in items:
+        if item.nodeid.split("::")[0] in grouped:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     if config.getoption("--run-slow"):
         return

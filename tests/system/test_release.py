@@ -71,6 +71,8 @@ def _clean_env(venv: Path) -> dict[str, str]:
     return env
 
 
+# two isolated builds, a venv, the demo and a browser from the wheel: minutes on a loaded machine
+@pytest.mark.timeout(900)
 def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     wheel, sdist = _build(tmp_path / "dist")
     assert wheel.name == f"specwatch-{__version__}-py3-none-any.whl"
