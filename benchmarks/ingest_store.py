@@ -28,7 +28,7 @@ def main() -> None:
     from app.ingest.cache import IngestCache
     from app.ingest.queue import IngestRequest, IngestWriter
     from app.store.db import make_engine, session_factory, transaction, upgrade
-    from tests.support import PgDatabases
+    from tests.support.harness import PgDatabases
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
