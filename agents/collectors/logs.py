@@ -15,29 +15,17 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agents import ranklabel, wire
 from agents.collectors import logstate
 from agents.collectors.logstate import Saved, fingerprint, identity
+from agents.collectors.logstream import Parser, Stream, same_file
 
 # event kinds bound once: an enum member read off its class costs ~0.2 µs, and this runs per record
 _LOG_SUPPRESSED, _RAW = wire.EventKind.LOG_SUPPRESSED, wire.EventKind.RAW
-
-
-class Parser(Protocol):
-    tracebacks_opened: int
-    last_ts: float | None
-
-    @property
-    def pending(self) -> bool: ...
-
-    def feed(self, line: str, now: float | None = None) -> list[wire.Event]: ...
-
-    def flush(self) -> list[wire.Event]: ...
 
 
 ParserFactory = Callable[[str], Parser]
@@ -51,51 +39,6 @@ def _default_factory(path: str) -> Parser:
     from agents.logparse import LogParser
 
     return LogParser(source=f"log:{path}")
-
-
-class _Bucket:
-    """Token bucket that refills with whichever runs faster: the log's own clock or the wall clock (a backlog
-    read in one go still gets its allowance; a log whose lines carry no time still refills)."""
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate, self.burst, self.tokens = rate, burst, burst
-        self.log_ts: float | None = None
-        self.wall: float | None = None
-
-    def take(self, log_ts: float, wall: float) -> bool:
-        if self.log_ts is not None and self.wall is not None:
-            elapsed = max(log_ts - self.log_ts, wall - self.wall, 0.0)
-            self.tokens = min(self.burst, self.tokens + elapsed * self.rate)
-        self.log_ts = log_ts if self.log_ts is None else max(self.log_ts, log_ts)
-        self.wall = wall if self.wall is None else max(self.wall, wall)
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
-
-
-@dataclass(slots=True, eq=False)
-class _Stream:
-    ident: str
-    path: str
-    fd: int
-    parser: Parser
-    read_pos: int
-    safe: int  # every event of the bytes before this offset has been handed over
-    fp: str
-    fp_len: int
-    last_data: float
-    buf: bytearray = field(default_factory=bytearray)
-    skipping: bool = False  # dropping the rest of an over-long line
-    orphan: bool = False  # no longer matched by any path (rotated away): drain, then close
-    # caught up with the writer: what is read now was written just now, so undated lines take the read
-    # time; a backlog (first read, restart, more than one read budget behind) keeps the log's own times
-    live: bool = False
-    noise: _Bucket = field(default_factory=lambda: _Bucket(20.0, 200.0))
-    loud: _Bucket = field(default_factory=lambda: _Bucket(100.0, 500.0))
-    suppressed: int = 0
-    sup_since: float | None = None
-    sup_until: float | None = None
 
 
 class LogTailer:
@@ -121,7 +64,7 @@ class LogTailer:
         self.idle_flush_s = idle_flush_s
         self.orphan_grace_s = orphan_grace_s
         self.rank_from_filename = rank_from_filename
-        self._streams: dict[str, _Stream] = {}
+        self._streams: dict[str, Stream] = {}
         self._saved, self._mark = logstate.load(self.state_dir)
         self._handed: dict[str, Saved] | None = None  # None until the first poll: nothing to persist yet
         self._committed: dict[str, Saved] = dict(self._saved)
@@ -249,7 +192,7 @@ class LogTailer:
                             if s is not None:
                                 s.orphan = True
 
-    def _open(self, path: str, ident: str, st: os.stat_result, now: float) -> _Stream | None:
+    def _open(self, path: str, ident: str, st: os.stat_result, now: float) -> Stream | None:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never block on a FIFO swapped in
         except OSError as exc:
@@ -266,7 +209,7 @@ class LogTailer:
             parser.base_date = _mtime_date(st, parser)  # type: ignore[attr-defined]
         start, skipping = 0, False
         saved = self._saved.pop(ident, None)
-        if saved is not None and _same_file(fd, saved, fp, fp_len):
+        if saved is not None and same_file(fd, saved, fp, fp_len):
             start = saved.offset if saved.offset <= st.st_size else 0
             if start:
                 parser.last_ts = saved.last_ts
@@ -274,13 +217,13 @@ class LogTailer:
             # an old, huge log: read its recent tail, not gigabytes of history (first partial line dropped)
             start, skipping = st.st_size - self.backlog, True
         live = saved is None and not self._first_scan  # a file that appeared while we were watching
-        s = _Stream(ident, path, fd, parser, start, start, fp, fp_len, now, skipping=skipping, live=live)
+        s = Stream(ident, path, fd, parser, start, start, fp, fp_len, now, skipping=skipping, live=live)
         self._streams[ident] = s
         return s
 
     # -- reading -----------------------------------------------------------------------------------------
 
-    def _read(self, s: _Stream, now: float) -> list[wire.Event]:
+    def _read(self, s: Stream, now: float) -> list[wire.Event]:
         out: list[wire.Event] = []
         try:
             size = os.fstat(s.fd).st_size
@@ -311,7 +254,7 @@ class LogTailer:
             out += self._finish(s, now)
         return out
 
-    def _fp_holds(self, s: _Stream, size: int) -> bool:
+    def _fp_holds(self, s: Stream, size: int) -> bool:
         if s.fp_len < logstate.FP_BYTES and size > s.fp_len:
             if fingerprint(s.fd, s.fp_len)[0] != s.fp:
                 return False
@@ -319,13 +262,13 @@ class LogTailer:
             return True
         return fingerprint(s.fd, s.fp_len)[0] == s.fp
 
-    def _restart(self, s: _Stream) -> None:
+    def _restart(self, s: Stream) -> None:
         s.read_pos = s.safe = 0
         s.buf = bytearray()
         s.skipping = False
         s.fp, s.fp_len = fingerprint(s.fd)
 
-    def _finish(self, s: _Stream, now: float) -> list[wire.Event]:
+    def _finish(self, s: Stream, now: float) -> list[wire.Event]:
         out: list[wire.Event] = []
         if (
             s.buf and not s.skipping
@@ -337,7 +280,7 @@ class LogTailer:
         del self._streams[s.ident]
         return out
 
-    def _consume(self, s: _Stream, chunk: bytes, now: float | None) -> list[wire.Event]:
+    def _consume(self, s: Stream, chunk: bytes, now: float | None) -> list[wire.Event]:
         s.buf += chunk
         buf = s.buf
         base = s.read_pos - len(buf)  # file offset of buf[0]
@@ -375,7 +318,7 @@ class LogTailer:
         s.buf = bytearray(rest)
         return out
 
-    def _feed(self, s: _Stream, raw: bytes, begin: int, end: int, now: float | None) -> list[wire.Event]:
+    def _feed(self, s: Stream, raw: bytes, begin: int, end: int, now: float | None) -> list[wire.Event]:
         if len(raw) > self.max_line:
             raw = raw[: self.max_line]
         if b"\x00" in raw:
@@ -388,7 +331,7 @@ class LogTailer:
             s.safe = begin  # resume at the line that opened the traceback still being assembled
         return events
 
-    def _limit(self, s: _Stream, events: list[wire.Event], now: float) -> list[wire.Event]:
+    def _limit(self, s: Stream, events: list[wire.Event], now: float) -> list[wire.Event]:
         kept: list[wire.Event] = []
         for ev in events:
             if ev.kind == _RAW or ev.severity == "debug":
@@ -414,14 +357,6 @@ class LogTailer:
             )
             s.suppressed, s.sup_since, s.sup_until = 0, None, None
         return kept
-
-
-def _same_file(fd: int, saved: Saved, fp: str, fp_len: int) -> bool:
-    if fp_len < saved.fp_len:
-        return False
-    if fp_len == saved.fp_len:
-        return fp == saved.fp
-    return fingerprint(fd, saved.fp_len)[0] == saved.fp
 
 
 def _mtime_date(st: os.stat_result, parser: Any) -> date:

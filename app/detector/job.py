@@ -7,17 +7,15 @@ database (ranks rows, phase rows, open incidents, the read cursors) and continue
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
 from app.detect import Decision, DetectConfig, Detector, Finding
 from app.detect.findings import STOPPED_KINDS
 from app.detect.ledger import Change, IncidentRecord, Ledger
-from app.detector import incidents, stack_requests
+from app.detector import incidents, rank_rows, stack_requests
 from app.detector.feed import Feed
 from app.rankstate import (
     Fleet,
@@ -35,22 +33,10 @@ from app.store import models
 from app.store.db import insert_ignore, read_transaction, transaction
 
 log = logging.getLogger("specwatch.detector")
-# A rank whose only change is its GPU reading is written at most this often (8,192 ranks x 1 Hz otherwise).
-SIGNATURE_PERSIST_S = 10.0
 EVIDENCE_REFRESH_S = 10.0
 # On its first start the detector reads this much recent history: a launch that began before the server (or
 # whose first batches beat the first tick) is seen from its start, yet months of old rows are not replayed.
 FIRST_START_LOOKBACK_S = 900.0
-
-
-@dataclass
-class _RankRow:
-    id: int
-    phase_ids: list[int] = field(default_factory=list)
-    last_open: bool = False  # whether the last phase row was written without an end
-    last_phase: str | None = None  # the phase the last row was written with
-    marker: tuple[Any, ...] = ()
-    persisted_at: float = 0.0
 
 
 class DetectorService:
@@ -75,7 +61,7 @@ class DetectorService:
         self.detector = Detector(self.cfg)
         self.feed = Feed(rescan_s=self.rescan_s)
         self.loaded = False
-        self.rows: dict[tuple[str, str], _RankRow] = {}
+        self.rows: rank_rows.RankRows = {}
         self.incident_ids: dict[str, int] = {}
         self.ledger = Ledger()
         self.evidence_at: dict[str, float] = {}
@@ -148,16 +134,14 @@ class DetectorService:
             launch_from_json(st, (launch.info or {}).get("detector", {}))
             self.statuses[st.key] = launch.status
         keys = {launch.id for launch in open_launches}
-        rank_rows = s.execute(select(R).where(R.launch_id.in_(keys))).scalars().all() if keys else []
+        stored = s.execute(select(R).where(R.launch_id.in_(keys))).scalars().all() if keys else []
         by_rank: dict[int, list[models.RankPhase]] = {}
-        if rank_rows:
+        if stored:
             for p in s.execute(
-                select(P)
-                .where(P.rank_id.in_([r.id for r in rank_rows]))
-                .order_by(P.rank_id, P.started_at, P.id)
+                select(P).where(P.rank_id.in_([r.id for r in stored])).order_by(P.rank_id, P.started_at, P.id)
             ).scalars():
                 by_rank.setdefault(p.rank_id, []).append(p)
-        for row in rank_rows:
+        for row in stored:
             data = dict(row.state or {})
             data.update(label=row.label, host=hosts.get(row.host_id or -1, data.get("host", "?")))
             data.setdefault("first_seen", row.phase_since)
@@ -167,14 +151,7 @@ class DetectorService:
             st = self.fleet.launch(str(row.launch_id))
             st.ranks[r.label] = r
             self.fleet.index_rank(st.key, r)
-            self.rows[(st.key, r.label)] = _RankRow(
-                row.id,
-                [p.id for p in phases],
-                bool(phases) and phases[-1].ended_at is None,
-                phases[-1].phase if phases else None,
-                _marker(r),
-                now,
-            )
+            self.rows[(st.key, r.label)] = rank_rows.adopted(row.id, phases, r, now)
         for inc in s.execute(select(models.Incident).where(models.Incident.status == "open")).scalars():
             self.incident_ids[inc.key] = inc.id
             self.ledger.adopt(_record_of(inc))
@@ -186,89 +163,14 @@ class DetectorService:
         log.info(
             "detector state rebuilt: %d launches, %d ranks, %d open incidents",
             len(open_launches),
-            len(rank_rows),
+            len(stored),
             len(self.incident_ids),
         )
 
     # --- writes ------------------------------------------------------------------------------------------
     def _persist_ranks(self, s: Session, now: float) -> None:
         host_ids = {name: hid for hid, name in self.feed.hosts.items()}
-        updates: list[dict[str, Any]] = []
-        for st in self.fleet.launches.values():
-            if not st.key.isdigit() or not st.dirty:
-                continue
-            for label in sorted(st.dirty):
-                r = st.ranks.get(label)
-                if r is None:
-                    continue
-                row = self.rows.get((st.key, label))
-                marker = _marker(r)
-                if row is not None and row.marker == marker and now - row.persisted_at < SIGNATURE_PERSIST_S:
-                    continue  # only the GPU reading moved: written on the next slow round
-                values = {
-                    "host_id": host_ids.get(r.host),
-                    "pid": r.pid,
-                    "gpu_uuids": list(r.gpu_uuids),
-                    "phase": r.phase,
-                    "phase_since": r.phase_since,
-                    "last_progress_at": r.last_progress_at,
-                    "last_seen": r.last_seen,
-                    "last_log": r.last_log,
-                    "state": r.to_json(),
-                }
-                if row is None:
-                    insert_ignore(
-                        s,
-                        models.Rank.__table__,
-                        [{"launch_id": int(st.key), "label": label, **values}],
-                        ["launch_id", "label"],
-                    )
-                    rid = s.execute(
-                        select(models.Rank.id).where(
-                            models.Rank.launch_id == int(st.key), models.Rank.label == label
-                        )
-                    ).scalar_one()
-                    row = self.rows[(st.key, label)] = _RankRow(rid)
-                else:
-                    updates.append({"id": row.id, **values})
-                self._persist_phases(s, row, r)
-                row.marker, row.persisted_at = marker, now
-            st.dirty.clear()
-        if updates:
-            s.execute(update(models.Rank), updates)
-
-    def _persist_phases(self, s: Session, row: _RankRow, r: RankState) -> None:
-        n = len(row.phase_ids)
-        last = r.phases[n - 1] if n and n <= len(r.phases) else None
-        # the open band ends, or is relabelled: a rank whose start-up was never seen ('starting') turns out
-        # to have been serving all along (app/rankstate/infer.py)
-        if last and row.last_open and (last.ended_at is not None or last.phase != row.last_phase):
-            s.execute(
-                update(models.RankPhase)
-                .where(models.RankPhase.id == row.phase_ids[-1])
-                .values(ended_at=last.ended_at, phase=last.phase)
-            )
-        new = r.phases[n:]
-        if new:
-            ids = (
-                s.execute(
-                    insert(models.RankPhase).returning(models.RankPhase.id),
-                    [
-                        {
-                            "rank_id": row.id,
-                            "phase": p.phase,
-                            "started_at": p.started_at,
-                            "ended_at": p.ended_at,
-                        }
-                        for p in new
-                    ],
-                )
-                .scalars()
-                .all()
-            )
-            row.phase_ids += list(ids)
-        row.last_open = bool(r.phases) and r.phases[-1].ended_at is None
-        row.last_phase = r.phases[-1].phase if r.phases else None
+        rank_rows.persist(s, self.fleet, self.rows, host_ids, now)
 
     def _persist_launches(self, s: Session) -> None:
         for st in self.fleet.launches.values():
@@ -410,21 +312,6 @@ class DetectorService:
             D = models.DetectorState
             insert_ignore(s, D.__table__, [{"name": name, "value": value, "updated_at": now}], ["name"])
             s.execute(update(D).where(D.name == name).values(value=value, updated_at=now))
-
-
-def _marker(r: RankState) -> tuple[Any, ...]:
-    """What makes a rank row worth writing at once (everything but the GPU reading)."""
-    return (
-        r.phase,
-        r.last_progress_at,
-        r.last_log_at,
-        len(r.signals),
-        r.pid,
-        r.milestones,
-        r.exited_at,
-        r.proc_state,
-        len(r.gpu_uuids),
-    )
 
 
 def _record_of(inc: models.Incident) -> IncidentRecord:
