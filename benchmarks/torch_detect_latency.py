@@ -37,26 +37,12 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from tests.support.harness import ServerProcess, cli, free_port, is_leader, wait_for  # noqa: E402
+from tests.support.harness import ServerProcess, agent_tokens, cli, free_port, is_leader, wait_for  # noqa: E402
 
 JOB = ROOT / "tests" / "support" / "torchjob.py"
 ODD = 2
 # the odd rank's frame each mode's stacks must show on the page
 ODD_FRAME = {"busy": "rank2 in spin", "stall": "rank2 in wait_forever", "preinit": "rank2 in wait_forever"}
-
-
-def tokens(db_url: str, hosts: list[str]) -> dict[str, str]:
-    from sqlalchemy import create_engine
-    from sqlalchemy.orm import Session
-
-    from app.access.agent_tokens import create_token
-
-    eng = create_engine(db_url)
-    with Session(eng) as s:
-        out = {h: create_token(s, h) for h in hosts}
-        s.commit()
-    eng.dispose()
-    return out
 
 
 def api(server: ServerProcess, path: str, **params: Any) -> Any:
@@ -150,7 +136,7 @@ def main() -> int:
     db_url = f"sqlite:///{base / 'specwatch.db'}"
     cli("db", "upgrade", "--database-url", db_url)
     hosts = [f"torch-{m}-{i}" for i in range(args.reps) for m in modes]
-    toks = tokens(db_url, hosts)
+    toks = agent_tokens(db_url, hosts)
     env = dict(e.split("=", 1) for e in args.env)
     server = ServerProcess(db_url, env=env).start()
     results: list[dict[str, Any]] = []

@@ -21,6 +21,16 @@ from tests.support.harness import ROOT, free_port, wait_http
 
 T = TypeVar("T")
 SECRET = "s3cret-for-tests"
+# a server that sends at once and retries within a second, so delivery tests wait on the receiver, not on backoff
+FAST_ALERTS = {
+    "SPECWATCH_PUBLIC_URL": "https://specwatch.example.net",
+    "SPECWATCH_ALERT_GROUP_WAIT_S": "0",
+    "SPECWATCH_ALERT_REMINDER_INTERVAL_S": "0",
+    "SPECWATCH_ALERT_POLL_INTERVAL_S": "0.2",
+    "SPECWATCH_ALERT_RETRY_INITIAL_S": "0.5",
+    "SPECWATCH_ALERT_RETRY_MAX_S": "1",
+    "SPECWATCH_ALERT_TIMEOUT_S": "3",
+}
 
 
 class Receiver:

@@ -12,18 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.store.db import upgrade
-from tests.support.alert import SECRET, Receiver, Store, verify_signature
+from tests.support.alert import FAST_ALERTS, SECRET, Receiver, Store, verify_signature
 from tests.support.harness import ServerProcess, wait_for
-
-FAST_RETRIES = {
-    "SPECWATCH_PUBLIC_URL": "https://specwatch.example.net",
-    "SPECWATCH_ALERT_GROUP_WAIT_S": "0",
-    "SPECWATCH_ALERT_REMINDER_INTERVAL_S": "0",
-    "SPECWATCH_ALERT_POLL_INTERVAL_S": "0.2",
-    "SPECWATCH_ALERT_RETRY_INITIAL_S": "0.5",
-    "SPECWATCH_ALERT_RETRY_MAX_S": "1",
-    "SPECWATCH_ALERT_TIMEOUT_S": "3",
-}
 
 
 @pytest.fixture
@@ -41,7 +31,7 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
 
 
 def start_server(db_url: str, **env: str) -> ServerProcess:
-    return ServerProcess(db_url, env={**FAST_RETRIES, **env}).start()
+    return ServerProcess(db_url, env={**FAST_ALERTS, **env}).start()
 
 
 def test_open_and_resolve_each_arrive_once_signed(db_url: str, store: Store, receiver: Receiver) -> None:

@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.orm import Session
 
-from app.access.agent_tokens import create_token
 from app.detect import DetectConfig
 from app.offline.replay import replay
 from tests.support.agent import start_agent
-from tests.support.harness import ROOT, ServerProcess, wait_for
+from tests.support.harness import ROOT, ServerProcess, agent_tokens, wait_for
 from tests.support.logreplayer import schedule, write
 
 CORPUS = ROOT / "tests" / "corpus"
@@ -84,10 +82,7 @@ def test_the_live_server_and_replay_report_the_same_incidents(db_url: str, tmp_p
     env = {f"SPECWATCH_DETECT__{k.upper()}": str(v) for k, v in cfg.model_dump().items()}
     env["SPECWATCH_DETECT_INTERVAL_S"] = str(TICK_S)
     engine = create_engine(db_url)
-    tokens: dict[str, str] = {}
-    with Session(engine) as s, s.begin():
-        for i, _ in enumerate(CASES):
-            tokens[f"h{i}"] = create_token(s, f"h{i}")
+    tokens = agent_tokens(db_url, [f"h{i}" for i in range(len(CASES))])
     server = ServerProcess(db_url, env=env).start()
     agents, writers, ends, schedules = [], [], {}, {}
     try:

@@ -36,6 +36,7 @@ from agents.collectors.stacks import find_py_spy
 from tests.support.harness import (
     ROOT,
     ServerProcess,
+    agent_tokens,
     free_port,
     is_leader,
     unavailable,
@@ -123,7 +124,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     base = tmp_path_factory.mktemp("torchjobs")
     db_url = f"sqlite:///{base / 'specwatch.db'}"
     upgrade_db(db_url)
-    tokens = _tokens(db_url, [f"torch-{m}" for m in MODES])
+    tokens = agent_tokens(db_url, [f"torch-{m}" for m in MODES])
     server = ServerProcess(db_url, env={"SPECWATCH_DETECT_INTERVAL_S": "1"}).start()
     # the detector runs in the server's jobs process: on a loaded box it can start long after /healthz answers
     wait_for("the server to lead (its detector running)", lambda: is_leader(server), timeout=180, every=0.5)
@@ -172,21 +173,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         server.stop()
         if os.environ.get("SPECWATCH_TEST_VERBOSE"):
             print(server.output()[-6000:])
-
-
-def _tokens(db_url: str, hosts: list[str]) -> dict[str, str]:
-    """Agent tokens made in one go (five ``specwatch token create`` processes cost a minute on a busy box)."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.orm import Session
-
-    from app.access.agent_tokens import create_token
-
-    eng = create_engine(db_url)
-    with Session(eng) as s:
-        out = {h: create_token(s, h) for h in hosts}
-        s.commit()
-    eng.dispose()
-    return out
 
 
 def _watch(jobs: dict[str, Job], done: threading.Event) -> None:

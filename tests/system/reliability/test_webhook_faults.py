@@ -12,18 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.alert import Receiver, Store
+from tests.support.alert import FAST_ALERTS, Receiver, Store
 from tests.support.harness import ServerProcess, wait_for
 
-ENV = {
-    "SPECWATCH_PUBLIC_URL": "https://specwatch.example.net",
-    "SPECWATCH_ALERT_GROUP_WAIT_S": "0",
-    "SPECWATCH_ALERT_REMINDER_INTERVAL_S": "0",
-    "SPECWATCH_ALERT_POLL_INTERVAL_S": "0.2",
-    "SPECWATCH_ALERT_RETRY_INITIAL_S": "0.5",
-    "SPECWATCH_ALERT_RETRY_MAX_S": "1",
-    "SPECWATCH_ALERT_TIMEOUT_S": "3",
-}
 MODES = {
     "healthy": {"mode": "ok"},
     "fails": {"mode": "fail", "status": 500},
@@ -58,7 +49,7 @@ def test_broken_receivers_are_retried_and_do_not_hold_back_a_healthy_one(
     upgrade(url)
     store = Store(url)
     ids = {name: store.add_receiver(r.url, name=name) for name, r in receivers.items()}
-    server = ServerProcess(url, env=ENV).start()
+    server = ServerProcess(url, env=FAST_ALERTS).start()
     try:
         opened = time.time()
         incidents = [store.open(store.launch(f"dep-{i}")) for i in range(3)]
