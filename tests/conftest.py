@@ -115,6 +115,14 @@ def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def token_server(db_url: str) -> Iterator[ServerProcess]:
+    """A server whose API takes bearer tokens (the access tests' mode)."""
+    srv = ServerProcess(db_url, env={"SPECWATCH_AUTH": "token"}).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
 def server(db_url: str) -> Iterator[ServerProcess]:
     """A real `specwatch serve` process on each backend."""
     srv = ServerProcess(db_url).start()

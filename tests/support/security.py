@@ -1,4 +1,4 @@
-"""Helpers shared by the tests/test_security_*.py files (the findings of issue 17)."""
+"""Helpers shared by the security and access tests (tests/system/test_security_*.py, reliability/test_access.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 
 from tests.support.harness import agent_token, cli, make_batch
+
+SILENCE = {"kind": "low_acceptance", "duration": "1h", "reason": "draft retraining"}
 
 
 def user(db_url: str, name: str, role: str) -> str:

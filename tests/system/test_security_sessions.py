@@ -7,19 +7,9 @@ import time
 from contextlib import closing
 
 import httpx
-import pytest
 
 from tests.support.harness import ServerProcess, cli, wait_for
-from tests.support.security import user
-
-SILENCE = {"kind": "low_acceptance", "duration": "1h", "reason": "draft retraining"}
-
-
-@pytest.fixture
-def token_server(db_url: str):  # type: ignore[no-untyped-def]
-    srv = ServerProcess(db_url, env={"SPECWATCH_AUTH": "token"}).start()
-    yield srv
-    srv.stop()
+from tests.support.security import SILENCE, user
 
 
 def login(base: str, token: str) -> httpx.Client:

@@ -3,23 +3,9 @@
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.support.harness import ServerProcess, cli, make_batch
-
-
-def user(db_url: str, name: str, role: str) -> str:
-    return str(cli("user", "add", name, "--role", role, "--database-url", db_url).stdout.strip())
-
-
-SILENCE = {"kind": "low_acceptance", "duration": "1h", "reason": "draft retraining"}
-
-
-@pytest.fixture
-def token_server(db_url: str):  # type: ignore[no-untyped-def]
-    srv = ServerProcess(db_url, env={"SPECWATCH_AUTH": "token"}).start()
-    yield srv
-    srv.stop()
+from tests.support.security import SILENCE, user
 
 
 def test_token_mode_roles_and_bearer_access(token_server: ServerProcess, db_url: str, make_token) -> None:
