@@ -46,13 +46,7 @@ def test_healthy_launch_from_start_to_serving_raises_nothing() -> None:
 
 def test_rank_behind_in_phase_is_named_within_seconds_once_every_rank_is_dead_quiet() -> None:
     c = Cluster()
-    for lab in c.labels:
-        c.proc(lab)
-    c.all("dist_init_begin")
-    c.all("load_begin")
-    for lab in c.labels:
-        if lab != "TP3":
-            c.ev("load_end", lab, "Load weight end. elapsed=124.33 s")
+    c.stuck_loading("TP3")
     start = c.t
     c.run(200, idle_gpus)
     opened = c.opened("suspected_deadlock")

@@ -130,13 +130,7 @@ def test_one_round_that_catches_a_straggler_opens_nothing_and_asks_again() -> No
 
 def test_a_crash_after_an_open_hang_confirms_and_closes_it_keeping_its_culprit() -> None:
     c = Cluster()
-    for lab in c.labels:
-        c.proc(lab)
-    c.all("dist_init_begin")
-    c.all("load_begin")
-    for lab in c.labels:
-        if lab != "TP3":
-            c.ev("load_end", lab, "Load weight end. elapsed=124.33 s")
+    c.stuck_loading("TP3")
     c.run(60, idle_gpus)
     assert [d.finding.culprit for d in c.opened("suspected_deadlock") if d.finding] == ["TP3"]
     # the engine's watchdog kills the launch: TP6 is the first process to go in the teardown

@@ -113,6 +113,17 @@ class Cluster:
             return
         self.ev("server_ready", None, "The server is fired up and ready to roll!")
 
+    def stuck_loading(self, culprit: str) -> None:
+        """Every rank starts loading weights; all but ``culprit`` finish (its peers then wait in the first
+        collective after loading)."""
+        for lab in self.labels:
+            self.proc(lab)
+        self.all("dist_init_begin")
+        self.all("load_begin")
+        for lab in self.labels:
+            if lab != culprit:
+                self.ev("load_end", lab, "Load weight end. elapsed=124.33 s")
+
     def opened(self, kind: str | None = None) -> list[Decision]:
         return [
             d
