@@ -10,8 +10,7 @@ from agents.preflight import preflight_event, run_preflight
 from agents.preflight.cmdline import scan_launch
 from app.acceptance.diagnosis import AcceptPoint, LaunchSpecEvidence, diagnose, preflight_from_event
 from tests.support.checkpoints import make_draft, make_target
-from tests.support.detect_scenarios import Cluster
-from tests.test_detect import accept_stream
+from tests.support.detect_scenarios import Cluster, accept_stream
 
 SPEC = scan_launch(
     "python -m sglang.launch_server --model-path /m/t --speculative-algorithm EAGLE3 "

@@ -3,25 +3,7 @@ speculation switched off on purpose does not, and recovery resolves it without f
 
 from __future__ import annotations
 
-from tests.support.detect_scenarios import Cluster
-
-
-def accept_stream(len_for_batch):  # type: ignore[no-untyped-def]
-    def each(c: Cluster) -> None:
-        batch = 8 + int(c.t - c.t0) % 120
-        for lab in c.labels:
-            c.gpu(lab, 90, 600, 130)
-            c.proc(lab, state="R", cpu=100)
-        c.ev(
-            "decode_batch",
-            "TP0",
-            running_req=batch,
-            queue_req=0,
-            accept_len=len_for_batch(batch),
-            accept_rate=0.0,
-        )
-
-    return each
+from tests.support.detect_scenarios import Cluster, accept_stream
 
 
 def test_low_acceptance_opens_when_the_draft_is_rejected() -> None:

@@ -145,3 +145,23 @@ def idle_gpus(c: Cluster, mem_gb: float = 76) -> None:
     for lab in c.labels:
         c.gpu(lab, 0, 70, mem_gb)
         c.proc(lab)
+
+
+def accept_stream(len_for_batch):  # type: ignore[no-untyped-def]
+    """A serving launch whose decode lines report ``len_for_batch(batch size)`` as the accept length."""
+
+    def each(c: Cluster) -> None:
+        batch = 8 + int(c.t - c.t0) % 120
+        for lab in c.labels:
+            c.gpu(lab, 90, 600, 130)
+            c.proc(lab, state="R", cpu=100)
+        c.ev(
+            "decode_batch",
+            "TP0",
+            running_req=batch,
+            queue_req=0,
+            accept_len=len_for_batch(batch),
+            accept_rate=0.0,
+        )
+
+    return each
