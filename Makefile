@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: torch setup demo test test-fast lint bench clean dist docs
+.PHONY: torch setup demo test soak test-fast lint bench clean dist docs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ TEST_WORKERS ?= 4
 test: setup torch
 	bash scripts/test-deps.sh
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
+
+# the long soak variants of the reliability tests (each up to 30 min; not in `make test`)
+soak: setup
+	bash scripts/test-deps.sh
+	$(PY) -m pytest tests/system/reliability -q -s --run-slow -k soak
 
 test-fast: setup
 	$(PY) -m pytest -m "not postgres and not browser" -x
