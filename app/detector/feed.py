@@ -53,6 +53,9 @@ class Feed:
     chunk: int = 50_000
     cursors: dict[str, _Cursor] = field(default_factory=lambda: {t: _Cursor() for t in TABLES})
     hosts: dict[int, str] = field(default_factory=dict)
+    host_ids: dict[str, int] = field(
+        default_factory=dict
+    )  # the reverse of hosts: the writes look ids up by name
     caught_up: bool = True  # False while a read hit the chunk limit (old backlog still being read)
 
     def positions(self) -> dict[str, int]:
@@ -99,6 +102,7 @@ class Feed:
         """New rows of every table since the last call, as wire records in time order."""
         wall = time.monotonic() if wall is None else wall
         self.hosts = dict(session.execute(select(models.Host.id, models.Host.name)).all())
+        self.host_ids = {name: hid for hid, name in self.hosts.items()}
         out: list[Record] = []
         self.caught_up = True
         for name, reader in (

@@ -169,8 +169,7 @@ class DetectorService:
 
     # --- writes ------------------------------------------------------------------------------------------
     def _persist_ranks(self, s: Session, now: float) -> None:
-        host_ids = {name: hid for hid, name in self.feed.hosts.items()}
-        rank_rows.persist(s, self.fleet, self.rows, host_ids, now)
+        rank_rows.persist(s, self.fleet, self.rows, self.feed.host_ids, now)
 
     def _persist_launches(self, s: Session) -> None:
         for st in self.fleet.launches.values():
@@ -222,7 +221,6 @@ class DetectorService:
             return
         rec = change.record
         if change.change == "opened":
-            host_ids = {name: hid for hid, name in self.feed.hosts.items()}
             inc = incidents.open_incident(
                 s,
                 hooks=self.hooks,
@@ -231,7 +229,7 @@ class DetectorService:
                 summary=rec.summary,
                 now=change.at,
                 launch_id=int(rec.launch) if rec.launch and rec.launch.isdigit() else None,
-                host_id=host_ids.get(rec.host) if rec.host else None,
+                host_id=self.feed.host_ids.get(rec.host) if rec.host else None,
                 culprit=rec.culprit,
                 ranks=rec.ranks,
                 evidence=rec.evidence,
@@ -289,7 +287,7 @@ class DetectorService:
     def _ask_stacks(self, s: Session, f: Finding, incident_id: int, now: float) -> None:
         if f.kind not in STOPPED_KINDS:
             return
-        host_ids = {name: hid for hid, name in self.feed.hosts.items()}
+        host_ids = self.feed.host_ids
         for host, pid in f.stack_requests:
             if host in host_ids:
                 stack_requests.request(s, host_ids[host], pid, now, incident_id)
@@ -299,7 +297,7 @@ class DetectorService:
         wishes = self.detector.stack_wishes()
         if not wishes:
             return
-        host_ids = {name: hid for hid, name in self.feed.hosts.items()}
+        host_ids = self.feed.host_ids
         for host, pid in wishes:
             if host in host_ids and now - self.asked.get((host, pid), -1e18) >= self.cfg.stack_repeat_s:
                 self.asked[(host, pid)] = now
