@@ -101,8 +101,11 @@ class Feed:
     def read(self, session: Session, wall: float | None = None) -> list[Record]:
         """New rows of every table since the last call, as wire records in time order."""
         wall = time.monotonic() if wall is None else wall
-        self.hosts = dict(session.execute(select(models.Host.id, models.Host.name)).all())
-        self.host_ids = {name: hid for hid, name in self.hosts.items()}
+        H = models.Host
+        known = session.execute(select(H.id, H.name, H.last_seen, H.interval_s)).all()
+        self.hosts = {hid: name for hid, name, _, _ in known}
+        self.host_ids = {name: hid for hid, name, _, _ in known}
+        self.heartbeats = [(name, last_seen, interval_s) for _, name, last_seen, interval_s in known]
         out: list[Record] = []
         self.caught_up = True
         for name, reader in (

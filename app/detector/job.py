@@ -90,7 +90,7 @@ class DetectorService:
                 apply_metric(self.fleet, launch, rec.host, rec.item)
         self.fleet.launches.pop("", None)  # engine records that arrived before any launch existed
         with transaction(self.sessions) as s:
-            self._hosts(s)
+            self._hosts()
             self._ended_launches(s, now)
             # while an old backlog is still being read, the state lags reality: do not judge it yet
             decisions = self.detector.step(self.fleet, now) if self.feed.caught_up else []
@@ -108,10 +108,10 @@ class DetectorService:
                 log.info("%s %s: %s", d.action, d.key, (d.finding.summary if d.finding else d.summary) or "")
         return decisions
 
-    def _hosts(self, s: Session) -> None:
-        """Agent heartbeats by the server's clock (when batches arrived), not the agents' own timestamps."""
-        H = models.Host
-        for name, last_seen, interval_s in s.execute(select(H.name, H.last_seen, H.interval_s)):
+    def _hosts(self) -> None:
+        """Agent heartbeats by the server's clock (when batches arrived), not the agents' own timestamps; the
+        feed read them with the hosts' names."""
+        for name, last_seen, interval_s in self.feed.heartbeats:
             h = self.fleet.host(name, last_seen, interval_s)
             h.last_seen = last_seen
 
