@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def imports(path: Path, module: str) -> Iterator[str]:
             yield from (f"{source}.{a.name}" for a in node.names)
 
 
+@functools.cache  # parsed once: several rules read it
 def import_graph() -> dict[str, set[str]]:
     """module -> the project's modules it imports. ``from pkg import name`` counts ``pkg.name`` when that is a
     module, else ``pkg``. A module's implicit import of its own package's ``__init__`` is not counted."""
