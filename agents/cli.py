@@ -1,4 +1,4 @@
-"""``specwatch agent``: the host agent's command line. Registered by app/cli/main.py through COMMAND_MODULES.
+"""``specwatch agent``: the host agent's command line. Registered by app/cli/main.py through COMMANDS.
 
 Errors in the configuration print one sentence and exit with code 2; nothing is started.
 """

@@ -152,3 +152,21 @@ def test_help_texts_state_the_defaults_the_parser_uses() -> None:
 def test_log_time_zones_agree() -> None:
     agent, parse_log = _options(COMMANDS[("agent",)]), _options(COMMANDS[("parse-log",)])
     assert agent["--log-tz"].default == parse_log["--tz"].default == "local"
+
+
+def test_each_command_loads_the_module_that_adds_it() -> None:
+    # a command builds only its own module's parser (app/cli/main.py COMMANDS): a command missing from the table,
+    # or named with the wrong module, would be "invalid choice" while `specwatch --help` still lists it
+    import importlib
+
+    from app.cli.main import COMMANDS
+
+    added = {}
+    for module in dict.fromkeys(COMMANDS.values()):
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(sub)
+        added.update(dict.fromkeys(sub.choices, module))
+    assert added == COMMANDS
+    assert set(_sub(PARSER)) == set(COMMANDS)
+    for command in COMMANDS:
+        assert command in _sub(build_parser([command])), command

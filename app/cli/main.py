@@ -12,26 +12,31 @@ from collections.abc import Sequence
 from app import __version__
 from app.kit.logsink import LOG_FORMAT
 
-# Modules that add subcommands: each has register(subparsers) which sets ``func`` on its parser.
-COMMAND_MODULES: tuple[str, ...] = (
-    "app.cli.commands",
-    "app.cli.backup",
-    "app.alerts.commands",
-    "app.cli.scenarios",
-    "app.cli.check_draft",
-    "agents.logparse.command",
-    "agents.cli",
-    "app.offline.evaluate",
-    "app.offline.replay",
-    "app.cli.oncall",
-)
-# Commands run where the server is not: their module alone is loaded (``specwatch agent`` on a GPU host must
-# not pay tens of MB and a second of start-up for the server's imports that other command modules pull in).
-STANDALONE: dict[str, str] = {
+# Each command and the module that adds it (register(subparsers) sets ``func`` on its parser). A command loads
+# its own module alone: ``specwatch agent`` on a GPU host must not pay tens of MB and a second of start-up for
+# the server's imports, and every ``serve``, ``jobs`` or ``token`` process starts faster for not importing
+# replay, eval and the draft checker. ``--help`` (or no command) loads them all. tests/test_agent_cli.py checks
+# that this table names every command each module registers.
+COMMANDS: dict[str, str] = {
+    "serve": "app.cli.commands",
+    "jobs": "app.cli.commands",
+    "token": "app.cli.commands",
+    "user": "app.cli.commands",
+    "db": "app.cli.commands",
+    "demo": "app.cli.commands",
+    "backup": "app.cli.backup",
+    "receiver": "app.alerts.commands",
+    "silence": "app.alerts.commands",
+    "scenarios": "app.cli.scenarios",
+    "check-draft": "app.cli.check_draft",
+    "parse-log": "agents.logparse.command",
     "agent": "agents.cli",
+    "eval": "app.offline.evaluate",
+    "replay": "app.offline.replay",
     "status": "app.cli.oncall",
     "incidents": "app.cli.oncall",
 }
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 SERVER_HINT = "the server's commands need its packages: pip install 'specwatch[server]'"
 
 
@@ -44,7 +49,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    only = STANDALONE.get(words[0]) if words else None
+    only = COMMANDS.get(words[0]) if words else None
     missing = []
     for name in (only,) if only else COMMAND_MODULES:
         try:
