@@ -144,6 +144,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
+    from app.jobs.parent import die_with_parent
+
+    if not die_with_parent():  # the server died while this process started: nothing to run the jobs for
+        return 0
     from app.jobs.process import run_jobs
     from app.kit.logsink import LogSink
 

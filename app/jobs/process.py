@@ -25,11 +25,11 @@ from typing import Any
 from app.context import ServerContext
 from app.jobs import registry
 from app.jobs.leader import HOLDER_ENV
+from app.jobs.parent import PARENT_ENV, parent_gone, parent_pid
 from app.settings import Settings
 
 log = logging.getLogger("specwatch.jobs")
 
-PARENT_ENV = "SPECWATCH_JOBS_PARENT"  # the pid whose death stops the jobs process
 PARENT_POLL_S = 0.5
 RESTART_MAX_S = 30.0
 
@@ -93,20 +93,6 @@ class JobsSupervisor:
         self._thread.join(timeout)
 
 
-def _die_with_parent() -> None:
-    """Linux: the kernel sends SIGTERM the instant the parent dies, so the sender stops claiming webhooks at
-    once instead of up to PARENT_POLL_S later (each one claimed then would be sent twice: by this dying
-    process, and again once its claim expires). The poll below stays for other systems."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _watch_parent(parent: int, stop: threading.Event, wake: Any) -> None:
     """Ask the jobs to stop once the parent is gone (re-parented: getppid() changes)."""
     while not stop.wait(PARENT_POLL_S):
@@ -122,24 +108,25 @@ async def _run(settings: Settings, holder: str | None) -> None:
     registry.register(ctx)
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
-    parent = os.environ.get(PARENT_ENV)
+    parent = parent_pid()
 
     def stop() -> None:
         # PR_SET_PDEATHSIG's SIGTERM is how a dead server usually reaches us: say so, as the poll would
-        if parent and parent.isdigit() and os.getppid() != int(parent):
+        if parent_gone():
             log.warning("the server process %s is gone: stopping its background jobs", parent)
         done.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
     watching = threading.Event()
-    if parent and parent.isdigit():
-        _die_with_parent()
-        if os.getppid() != int(parent):  # gone before the request above took effect
+    if parent is not None:
+        # the kernel's parent-death signal was asked for first thing (app/jobs/parent.py, from cmd_jobs): the
+        # poll stays for other systems
+        if parent_gone():
             return
         threading.Thread(
             target=_watch_parent,
-            args=(int(parent), watching, lambda: loop.call_soon_threadsafe(done.set)),
+            args=(parent, watching, lambda: loop.call_soon_threadsafe(done.set)),
             name="parent-watch",
             daemon=True,
         ).start()
