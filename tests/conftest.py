@@ -132,6 +132,44 @@ def server(db_url: str) -> Iterator[ServerProcess]:
     srv.stop()
 
 
+class SharedServers:
+    """One real server per backend for each pytest worker, started when a test first asks for it and stopped
+    when the worker ends. For tests that only check the answers to what they send and the rows they add (counted
+    before and after): a server start costs a couple of seconds of CPU, and a parametrized refusal test would
+    otherwise start one for each of its cases."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.running: dict[str, ServerProcess] = {}
+
+    def get(self, backend: str, pg: PgDatabases | None) -> ServerProcess:
+        if backend not in self.running:
+            url = pg.fresh() if pg is not None else _sqlite_url(self.tmp, migrated=True)
+            self.running[backend] = ServerProcess(url).start()
+        server = self.running[backend]
+        STARTED_SERVERS.append(server)  # its log tail goes with a failing test's report, like any server's
+        return server
+
+    def stop(self) -> None:
+        for server in self.running.values():
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def _shared_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServers]:
+    shared = SharedServers(tmp_path_factory.mktemp("shared-server"))
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_server(request: pytest.FixtureRequest, _shared_servers: SharedServers) -> ServerProcess:
+    """A running server on each backend in turn, shared with the worker's other tests that ask for it (see
+    SharedServers): its ``database_url`` is not fresh, so count what a test adds, not what is there."""
+    pg = request.getfixturevalue("pg") if request.param == "postgres" else None
+    return _shared_servers.get(request.param, pg)
+
+
 @pytest.fixture
 def make_token(db_url: str):  # type: ignore[no-untyped-def]
     def make(host: str) -> str:

@@ -92,10 +92,11 @@ def test_gzip_body_is_accepted(server: ServerProcess, make_token, db_url: str) -
     ],
 )
 def test_bad_input_is_refused_with_a_message_and_nothing_stored(
-    server: ServerProcess, make_token, db_url: str, case: str, expected_status: int, message: str
+    shared_server: ServerProcess, case: str, expected_status: int, message: str
 ) -> None:
-    token = make_token("gpu-node-01")
-    make_token("gpu-node-02")
+    server, db_url = shared_server, shared_server.database_url
+    token = agent_token(db_url, "gpu-node-01")
+    agent_token(db_url, "gpu-node-02")
     batch = make_batch()
     headers: dict[str, str] = {}
     body: object = batch

@@ -112,9 +112,10 @@ def test_one_hosts_token_cannot_suppress_or_write_into_another_hosts_data(
     ],
 )
 def test_out_of_range_integers_are_a_422_naming_the_field(
-    server: ServerProcess, db_url: str, where: str, value: int, loc: list[object]
+    shared_server: ServerProcess, where: str, value: int, loc: list[object]
 ) -> None:
-    token = agent_token(db_url, "gpu-node-01")
+    server = shared_server
+    token = agent_token(server.database_url, "gpu-node-01")
     batch = make_batch()
     if where == "seq":
         batch["seq"] = value
