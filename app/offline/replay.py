@@ -169,6 +169,8 @@ def _dur(s: float | None) -> str:
         return "-"
     m, sec = divmod(int(s), 60)
     h, m = divmod(m, 60)
+    if h >= 48:  # --until now on a paste from last year: days, not 19296 hours
+        return f"{h // 24}d {h % 24:02d}h {m:02d}m"
     return f"{h}h {m:02d}m {sec:02d}s" if h else f"{m}m {sec:02d}s"
 
 
