@@ -20,6 +20,8 @@ from app.rankstate.model import STARTUP_PHASES, LaunchState, PhaseSpan, RankStat
 
 MAX_UNNAMED = 256  # processes kept per launch (a big NCCL job logs one line per rank and channel)
 _NCCL_LOG = wire.EventKind.NCCL_LOG
+# the agent's own reports are not the log moving (a dropped-noise notice stands for lines that were there)
+_NOT_LINES = wire.AGENT_EVENT_KINDS - {wire.EventKind.LOG_SUPPRESSED}
 
 
 def unnamed_pid(ev: wire.Event) -> int | None:
@@ -35,7 +37,7 @@ def unnamed_pid(ev: wire.Event) -> int | None:
 def note_line(st: LaunchState, host: str, ev: wire.Event, label: str | None) -> None:
     """Every log event of the launch moves its latest line; one that no rank took (``label`` None) from a
     process with a pid is remembered as that process's, while no rank is named."""
-    if st.last_line_at is None or ev.ts > st.last_line_at:
+    if (st.last_line_at is None or ev.ts > st.last_line_at) and ev.kind not in _NOT_LINES:
         st.last_line_at = ev.ts
     if label is not None or st.ranks:
         return
