@@ -111,6 +111,19 @@ def label_for_global(labels: Collection[str], global_rank: int) -> str | None:
     return None
 
 
+_PROCESS = re.compile(r"^pid(\d{1,10})$")
+
+
+def process_label(pid: int) -> str:
+    """A process that no line names a rank for (NCCL's own lines, a vLLM V0 worker): ``pid166``, as it stands
+    in for a rank while nothing else names one (app/rankstate/unnamed.py)."""
+    return f"pid{pid}"
+
+
+def is_process(label: str) -> bool:
+    return _PROCESS.match(label) is not None
+
+
 def canonical(label: str, labels: Collection[str]) -> str:
     """A label as the launch knows it: PyTorch's ``rank3`` is ``TP3`` in an engine whose ranks are TP-tagged."""
     m = _TORCH.match(label)

@@ -163,6 +163,10 @@ class EventKind(StrEnum):
     CAPTURE_BEGIN = "capture_begin"
     CAPTURE_PROGRESS = "capture_progress"
     CAPTURE_END = "capture_end"
+    # a process wiring itself to its peers (shared-memory broadcast queue, PyNccl communicator): dist init
+    COMM_SETUP = "comm_setup"
+    # custom all-reduce registering the buffers of the CUDA graphs just captured: a capture moving
+    CAPTURE_REGISTER = "capture_register"
     PROGRESS = "progress"
     SERVER_ARGS = "server_args"
     ENGINE_CONFIG = "engine_config"

@@ -287,8 +287,17 @@ def test_vllm_speaks_vllm() -> None:
     tp0 = [
         e.kind for e in events["vllm-TP0.log"] if e.kind not in ("shard_progress", "capture_progress", "raw")
     ]
-    # the worker's start-up in order (the second load_begin is "Loading drafter model...")
-    assert tp0 == ["dist_init_end", "load_begin", "load_begin", "load_end", "kv_alloc", "capture_end"]
+    # the worker's start-up in order (PyNccl's "vLLM is using nccl==" opens it; the second load_begin is
+    # "Loading drafter model...")
+    assert tp0 == [
+        "comm_setup",
+        "dist_init_end",
+        "load_begin",
+        "load_begin",
+        "load_end",
+        "kv_alloc",
+        "capture_end",
+    ]
     assert [e.kind for e in main if e.kind == "server_ready"] == ["server_ready"]
     procs = {p.name: p for p in cluster.process_samples("gpu-a01", T0 + sc.ready_s + 10)}
     assert {f"VLLM::Worker_TP{i}" for i in range(8)} | {"VLLM::EngineCore", "vllm"} == set(procs)

@@ -13,6 +13,7 @@ from datetime import UTC, date, tzinfo
 from agents.wire import Event
 
 from . import heads, torchrun
+from .comms import comm_message
 from .config import config_fields, is_config_dump
 from .forms import Forms, guess_severity, worker_pid
 from .progress import looks_like_bar, parse_bar
@@ -333,11 +334,7 @@ class LogParser(Forms):
             tb.prefixed = True
             self._took = True
             return []
-        hit = sglang_message(msg)
-        if hit is None:
-            hit = vllm_message(msg)
-        if hit is None:
-            hit = supervisor_message(msg)
+        hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
         if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):
             hit = torchrun.launcher_message(
                 msg

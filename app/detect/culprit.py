@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from agents import ranklabel
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, evidence
 from app.rankstate import RankState
@@ -75,6 +76,12 @@ def odd_one_out(
     """Name the rank(s) that differ from their peers, with the evidence and a reason phrase."""
     if len(ranks) == 1:
         r = ranks[0]
+        if ranklabel.is_process(r.label):
+            return (
+                [],
+                [],
+                "",
+            )  # the one process a log shows (vllm#8087: a V0 worker beside its untagged driver)
         return [r.label], [], "the only rank"
     by_label = {r.label: r for r in ranks}
     rules: list[Callable[[], tuple[list[str], str]]] = []

@@ -23,6 +23,7 @@ from app.detect.culprit import (
 from app.detect.findings import Evidence, Finding, evidence
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState
+from app.rankstate.unnamed import stand_ins
 
 MAX_EVIDENCE = 24
 MAX_STACKS = 64  # ranks of a launch whose stacks one suspicion asks for
@@ -67,6 +68,8 @@ def _held(st: LaunchState, live: list[RankState]) -> Finding:
 def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[str], bool]) -> Finding | None:
     """suspected_deadlock or stalled_serving for one launch, or None while it still moves."""
     live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
+    if not st.ranks:
+        live = stand_ins(st)  # no line names a rank: the processes the log shows stand in for them
     if not live or any(host_down(r.host) for r in live):
         return None  # no data is not the same as no progress: agent_silent covers it
     startup = [r for r in live if _phase(r) in STARTUP_PHASES]

@@ -18,6 +18,7 @@ from app.cli.main import CommandError
 from app.detect import HANG_KINDS, DetectConfig
 from app.offline.driver import OfflineRun
 from app.rankstate import LaunchState
+from app.rankstate.unnamed import stand_ins
 
 # a gap longer than this is skipped in one step rather than ticked through (a log left for a day)
 MAX_TICKED_GAP_S = 3600.0
@@ -127,7 +128,9 @@ def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, A
             "last_progress": r.last_progress_what,
             "last_log": r.last_log,
         }
-    moved = [r.last_progress_at for r in st.ranks.values()]
+    # a log that names no rank: the processes that stood in for ranks (app/rankstate/unnamed.py)
+    standing = stand_ins(st)
+    moved = [r.last_progress_at for r in st.ranks.values()] + [r.last_progress_at for r in standing]
     incidents = []
     for inc in run.incidents:
         row = inc.to_json()
@@ -143,6 +146,15 @@ def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, A
         "events": len(events),
         "incidents": incidents,
         "ranks": ranks,
+        "processes": {
+            r.label: {
+                "host": r.host,
+                "phase": r.phase,
+                "last_line_at": r.last_log_at,
+                "last_line": r.last_log,
+            }
+            for r in standing
+        },
         "ready_at": st.ready_at,
         "acceptance": acceptance(st),
     }
@@ -157,6 +169,8 @@ def _dur(s: float | None) -> str:
         return "-"
     m, sec = divmod(int(s), 60)
     h, m = divmod(m, 60)
+    if h >= 48:  # --until now on a paste from last year: days, not 19296 hours
+        return f"{h // 24}d {h % 24:02d}h {m:02d}m"
     return f"{h}h {m:02d}m {sec:02d}s" if h else f"{m}m {sec:02d}s"
 
 
@@ -201,13 +215,20 @@ def print_human(rep: dict[str, Any]) -> None:
         for e in inc["evidence"][:10]:
             rank = f" {e['rank']}" if e["rank"] else ""
             print(f"    {_t(e['ts'])}{rank:>8}  {e['what']}: {str(e['value'])[:150]}")
-    print("\nRANKS")
+    if rep["ranks"] or not rep["processes"]:
+        print("\nRANKS")
     for label, r in rep["ranks"].items():
         path = " → ".join(p["phase"] for p in r["phases"])
         print(
             f"  {label:<10} {r['phase']:<20} last progress {_t(r['last_progress_at'])} ({str(r['last_progress'])[:60]})"
         )
         print(f"  {'':<10} {path}")
+    if rep["processes"]:
+        print("\nPROCESSES (no line names a rank: each stands in for one)")
+    for label, p in rep["processes"].items():
+        print(
+            f"  {label:<10} {p['phase']:<20} last line {_t(p['last_line_at'])} ({str(p['last_line'])[:60]})"
+        )
     a = rep["acceptance"]
     print("\nACCEPTANCE")
     if not a["reports"]:

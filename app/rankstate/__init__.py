@@ -26,14 +26,13 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.reduce import (
-    DETECTOR_METRICS,
     apply_event,
     apply_gpu,
-    apply_metric,
     apply_process,
     note_gone,
     rank_for_global,
 )
+from app.rankstate.serving import DETECTOR_METRICS, apply_metric
 
 __all__ = [
     "CLEAN_EXIT_CODES",

@@ -79,6 +79,8 @@ SCHEDULER_KINDS = MILESTONES | {
 }
 SINGLE_RANK = "TP0"
 SERVING_COLLECTIVES = 1000
+# lines of processes wiring themselves together (agents/logparse/comms.py) -> the start-up phase they mean
+_WIRING = {"comm_setup": "dist_init", "capture_register": "cuda_graph_capture"}
 
 
 def global_label(labels: Iterable[str], n: int) -> str | None:
@@ -173,6 +175,11 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
         return "loading_weights"
     if k in MILESTONES:
         return None
+    if k in _WIRING and st.ready_at is None and st.last_decode_at is None:
+        # a start-up never seen, ending on a process wiring itself to its peers (sglang#7478's 'Connecting
+        # to tcp://...') or registering the graphs it captured (sglang#11275's 'Registering 0 cuda graph
+        # addresses'): that is where it is
+        return _WIRING[k]
     if st.last_decode_at is not None:
         return "serving"
     return "ready" if st.ready_at is not None else None

@@ -160,6 +160,21 @@ class HostState:
 
 
 @dataclass(slots=True)
+class Unnamed:
+    """A process that logs but that no line names a rank for: NCCL's own lines (``host:pid:tid [dev] NCCL
+    INFO``), a vLLM V0 worker's wrapper (``(VllmWorkerProcess pid=N)``). app/rankstate/unnamed.py says when
+    these stand in for ranks."""
+
+    pid: int
+    host: str
+    first_seen: float
+    last_at: float
+    last_line: str = ""
+    device: int | None = None
+    phase: str = "starting"
+
+
+@dataclass(slots=True)
 class LaunchState:
     key: str
     deployment: str | None = None
@@ -190,6 +205,10 @@ class LaunchState:
     # the agent's latest check of the draft checkpoint (agents.preflight), for the low_acceptance diagnosis
     draft_preflight: Signal | None = None
     dirty: set[str] = field(default_factory=set)  # ranks changed since the caller last persisted
+    # the processes that log while no line names a rank, by (host, pid); and the launch's latest log line
+    # of any kind (not persisted: both only matter while such a log is being read)
+    unnamed: dict[tuple[str, int], Unnamed] = field(default_factory=dict)
+    last_line_at: float | None = None
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)

@@ -18,13 +18,11 @@ from app.rankstate.infer import (
     unseen_start,
 )
 from app.rankstate.model import (
-    ACCEPT_HISTORY,
     CLEAN_EXIT_CODES,
     MILESTONES,
     SIGNAL_HISTORY,
     STARTUP_PHASES,
     TERMINAL_PHASES,
-    AcceptReport,
     Fleet,
     LaunchState,
     RankState,
@@ -34,6 +32,7 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.serving import _int, produced, serving_event
+from app.rankstate.unnamed import note_line
 
 # event kinds bound once: an enum member read off its class costs ~0.2 µs, and this runs per record
 _K = wire.EventKind
@@ -53,7 +52,9 @@ PHASE_OF_EVENT = {
     "capture_begin": "cuda_graph_capture",
     "capture_end": "warmup",
 }
-_PROGRESS_EVENTS = MILESTONES | {"shard_progress", "capture_progress", "decode_batch", "prefill_batch"}
+_PROGRESS_EVENTS = (
+    MILESTONES | BATCHES | {"shard_progress", "capture_progress", "capture_register", "comm_setup"}
+)
 
 
 def rank_for_global(st: LaunchState, global_rank: int) -> str | None:
@@ -98,6 +99,7 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         owner = fleet.by_pid.get((host, int(pid))) if isinstance(pid, int) else None
         _remember(st.stacks, (owner[1] if owner else None, _signal(ev)), SIGNAL_HISTORY)
         return
+    note_line(st, host, ev, label)  # the launch's latest line, and the process of one no rank took
     if label is None:
         _launch_event(st, ev)
         return
@@ -338,44 +340,6 @@ def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
     if g.power_limit_w:
         r.power_limit_w = g.power_limit_w
     st.dirty.add(r.label)
-
-
-# the engine series apply_metric reads (the rest of /metrics is for the dashboard): the server's feed and
-# replay/eval pass only these
-DETECTOR_METRICS = frozenset(
-    {
-        "sglang:generation_tokens_total",
-        "sglang:num_running_reqs",
-        "sglang:num_queue_reqs",
-        "sglang:spec_accept_length",
-        "vllm:generation_tokens_total",
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-    }
-)
-
-
-def apply_metric(fleet: Fleet, launch: str, host: str, m: wire.MetricSample) -> None:
-    """Engine /metrics: token counters say the server still produces output even when the log is quiet."""
-    fleet.host(host, m.ts)
-    st = fleet.launch(launch)
-    name = m.name
-    if name in ("sglang:generation_tokens_total", "vllm:generation_tokens_total"):
-        if st.gen_tokens_total is not None and m.value > st.gen_tokens_total:
-            st.gen_tokens_rise_at = m.ts
-            for r in st.ranks.values():
-                if r.phase in ("serving", "ready", "stalled"):
-                    progress(r, m.ts, "generation tokens rising")
-                    st.dirty.add(r.label)
-        st.gen_tokens_total = m.value
-    elif name in ("sglang:num_running_reqs", "vllm:num_requests_running"):
-        st.running_req, st.load_seen_at = int(m.value), m.ts
-    elif name in ("sglang:num_queue_reqs", "vllm:num_requests_waiting"):
-        st.queue_req = int(m.value)
-    elif name == "sglang:spec_accept_length" and m.value >= 1.0 and st.running_req != 0:
-        st.speculative = True
-        if not st.accept or m.ts - st.accept[-1].ts > 1.0:
-            _remember(st.accept, AcceptReport(m.ts, m.value, None, st.running_req), ACCEPT_HISTORY)
 
 
 def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:

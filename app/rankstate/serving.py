@@ -1,4 +1,5 @@
-"""Serving reports folded into launch state: decode/prefill batches, vLLM's periodic stats, acceptance.
+"""Serving reports folded into launch state: decode/prefill batches, vLLM's periodic stats, acceptance, and
+the engines' /metrics series the detector reads.
 
 One stats rank speaks for the server (SGLang's attention-TP rank 0, vLLM's engine), so a batch line moves every
 peer. What counts as evidence of the draft is drafted tokens, not lines: vLLM prints one aggregate line per
@@ -16,6 +17,7 @@ from app.rankstate.infer import backfill, unseen_start
 from app.rankstate.model import (
     ACCEPT_HISTORY,
     AcceptReport,
+    Fleet,
     LaunchState,
     RankState,
     _remember,
@@ -117,3 +119,41 @@ def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
             st.good_batch_max = max(running, st.good_batch_max or 0)
         report = AcceptReport(ev.ts, acc_len, acc_rate, running, per_pos=per_position(f), drafted=drafted)
         _remember(st.accept, report, ACCEPT_HISTORY)
+
+
+# the engine series apply_metric reads (the rest of /metrics is for the dashboard): the server's feed and
+# replay/eval pass only these
+DETECTOR_METRICS = frozenset(
+    {
+        "sglang:generation_tokens_total",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:spec_accept_length",
+        "vllm:generation_tokens_total",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+    }
+)
+
+
+def apply_metric(fleet: Fleet, launch: str, host: str, m: wire.MetricSample) -> None:
+    """Engine /metrics: token counters say the server still produces output even when the log is quiet."""
+    fleet.host(host, m.ts)
+    st = fleet.launch(launch)
+    name = m.name
+    if name in ("sglang:generation_tokens_total", "vllm:generation_tokens_total"):
+        if st.gen_tokens_total is not None and m.value > st.gen_tokens_total:
+            st.gen_tokens_rise_at = m.ts
+            for r in st.ranks.values():
+                if r.phase in ("serving", "ready", "stalled"):
+                    progress(r, m.ts, "generation tokens rising")
+                    st.dirty.add(r.label)
+        st.gen_tokens_total = m.value
+    elif name in ("sglang:num_running_reqs", "vllm:num_requests_running"):
+        st.running_req, st.load_seen_at = int(m.value), m.ts
+    elif name in ("sglang:num_queue_reqs", "vllm:num_requests_waiting"):
+        st.queue_req = int(m.value)
+    elif name == "sglang:spec_accept_length" and m.value >= 1.0 and st.running_req != 0:
+        st.speculative = True
+        if not st.accept or m.ts - st.accept[-1].ts > 1.0:
+            _remember(st.accept, AcceptReport(m.ts, m.value, None, st.running_req), ACCEPT_HISTORY)

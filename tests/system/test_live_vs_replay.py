@@ -39,12 +39,16 @@ CASES = (
     "sglang-sglkernelnpu-608",  # acceptance fine (NPU MTP)
     "sglang-fastrl-4",  # speculation at accept len 1.00
     "sglang-sglang-30393",  # low acceptance (ambiguous in truth, but live and replay must still agree)
+    "nccl-nccl-1808",  # ends mid-stall, NCCL lines only: the processes stand in for ranks
+    "vllm-vllm-8087",  # ends mid-stall, a V0 worker known by its pid
 )
 SCALE = 0.25  # thresholds and gaps shrink together, so the logs keep their shape at a quarter of the time
 TICK_S = 1.0
-TAIL_S = 30.0  # the clock runs on after the last line: post-mortem stalls (longest scaled interval ~23 s)
+# the clock runs on after the last line: post-mortem stalls, past the scaled logs-only start-up threshold
+# (logs_only_quiet_s: 60 s here) so that the logs that end mid-stall open theirs
+TAIL_S = 75.0
 START_IN_S = 1.0
-READ_S, BATCH_S = 0.5, 1.0  # the agent's read and batch periods: twelve agents, twelve requests a second
+READ_S, BATCH_S = 0.5, 1.0  # the agent's read and batch periods: fourteen agents, fourteen requests a second
 DELIVERY_S = READ_S + BATCH_S + 1.0  # a line's way to the server: read, batched, sent, stored
 
 
@@ -96,7 +100,7 @@ def test_the_live_server_and_replay_report_the_same_incidents(db_url: str, tmp_p
             ).split()
             agents.append(start_agent(tokens[f"h{i}"], *args, "--log", str(dest)))
             schedules[stem] = schedule(source, scale=SCALE, max_gap_s=1.0)
-        # twelve agents starting on two cores take a while: the logs begin once every one is heard from
+        # fourteen agents starting on two cores take a while: the logs begin once every one is heard from
         wait_for(
             "every agent's first batch", lambda: _hosts_seen(engine) >= len(CASES), timeout=180, every=0.5
         )
@@ -152,3 +156,11 @@ def test_the_live_server_and_replay_report_the_same_incidents(db_url: str, tmp_p
     assert not differences, "\n".join([*differences, server_log[-3000:], outputs[0][-2000:]])
     # the comparison is not vacuous: the hangs and crashes above open incidents in both
     assert sum(1 for r in rows if r.opened_at <= horizon) >= 4, rows
+    # and the logs that end mid-stall are called live too, with the processes standing in for ranks
+    stood = {
+        r.deployment: _ranks(r.ranks) for r in rows if r.deployment in ("nccl-nccl-1808", "vllm-vllm-8087")
+    }
+    assert stood == {
+        "nccl-nccl-1808": [f"pid{p}" for p in range(166, 174)],
+        "vllm-vllm-8087": ["pid1153488"],
+    }, rows

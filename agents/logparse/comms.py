@@ -1,0 +1,37 @@
+"""Lines both SGLang and vLLM print while their processes wire themselves together: the shared-memory
+broadcast queue (``shm_broadcast.py``) and PyNccl setting up a communicator, and custom all-reduce registering
+the buffers of the CUDA graphs just captured. They say where a rank is when its start-up was never seen (a
+pasted excerpt that ends on them): wiring up is distributed init, registering graph buffers is capture."""
+
+from __future__ import annotations
+
+import re
+
+from .values import Fields
+
+Match = tuple[str, str, Fields]
+
+# shm_broadcast.MessageQueue: "Binding to tcp://127.0.0.1:57063" (the writer), "Connecting to tcp://..." (each
+# reader), both at debug, while the TP group's coordinator is built (initialize_model_parallel)
+_QUEUE = re.compile(r"(Binding|Connecting) to (tcp://\S{1,200})")
+# PyNcclCommunicator.__init__: "vLLM is using nccl==2.21.5", "sglang is using nccl==2.21.5"
+_PYNCCL = re.compile(r"(?:vLLM|sglang(?:-diffusion)?) is using nccl==(\S{1,40})")
+# custom_all_reduce: at the end of its capture context, "Registering 52 cuda graph addresses"
+_REGISTER = re.compile(r"Registering (\d{1,9}) cuda graph addresses")
+
+
+def comm_message(msg: str) -> Match | None:
+    c = msg[:1]
+    if c in "BC":
+        m = _QUEUE.match(msg)
+        if m:
+            return "comm_setup", "info", {"what": "message_queue", "endpoint": m.group(2)}
+    elif c in "vs":
+        m = _PYNCCL.match(msg)
+        if m:
+            return "comm_setup", "info", {"what": "pynccl", "nccl_version": m.group(1)}
+    elif c == "R":
+        m = _REGISTER.match(msg)
+        if m:
+            return "capture_register", "info", {"addresses": int(m.group(1))}
+    return None
