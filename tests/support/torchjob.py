@@ -6,7 +6,7 @@ MODE: ``busy`` (the odd rank runs Python forever and never joins the second coll
 rank never calls init_process_group: its peers wait in the rendezvous), ``stall`` (the odd rank sleeps outside
 any collective: a test SIGKILLs it, or the job's own timeout fires), ``healthy`` (every rank computes on the
 CPU for JOB_WORK_S between collectives, then idles ready). JOB_ODD_RANK (default 2), JOB_TIMEOUT_S (the
-process group's collective timeout, default 600).
+process group's collective timeout, default 600), JOB_NICE (the niceness of a spinning rank, default 0).
 """
 
 from __future__ import annotations
@@ -23,10 +23,28 @@ ODD = int(os.environ.get("JOB_ODD_RANK", "2"))
 
 def spin(seconds: float) -> int:
     """CPU-heavy Python, no output, no collective."""
+    yield_cpu()
     end, x = time.monotonic() + seconds, 0
     while time.monotonic() < end:
         x += 1
     return x
+
+
+def yield_cpu() -> None:
+    """Under JOB_NICE a spinning rank yields the CPU to anything else that wants it: it stays runnable (py-spy
+    still sees it on the CPU, its stack in spin), but a test suite on two cores beside it is not slowed by a rank
+    that only has to look busy. The agent starts the job in a session of its own, and Linux's autogroup
+    scheduler shares the CPU between sessions before it looks at a process's niceness: so the session's
+    autogroup is niced (the whole job, whose other ranks only wait), and the process itself where there is none."""
+    nice = int(os.environ.get("JOB_NICE", "0"))
+    if not nice:
+        return
+    try:
+        with open("/proc/self/autogroup", "w") as group:
+            group.write(str(nice))
+    except OSError:
+        pass
+    os.nice(nice)
 
 
 def wait_forever() -> None:
