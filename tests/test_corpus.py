@@ -4,24 +4,14 @@ taught, each checked on lines users pasted into public bug reports (thread named
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from app.offline.corpus import load_baseline, load_cases
-from app.offline.driver import OfflineRun
-from app.offline.replay import replay
 from tests.support.harness import cli
+from tests.support.replaylines import run_log
 
 CORPUS = Path(__file__).parent / "corpus"
-
-
-def run_log(
-    tmp_path: Path, lines: list[str], year: int, name: str = "excerpt.log", **kw: float
-) -> OfflineRun:
-    p = tmp_path / name
-    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    run, _ = replay([p], base_date=date(year, 12, 31), **kw)  # type: ignore[arg-type]
-    return run
 
 
 def write_case(root: Path, stem: str, lines: list[str], expect: str, ambiguous: bool = False) -> None:

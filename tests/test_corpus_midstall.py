@@ -7,25 +7,14 @@ import json
 import os
 import re
 import time
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from agents.logparse import parse_lines
 from app.offline.corpus import MID_STALL_HORIZON_S, load_cases, score_case
-from app.offline.driver import OfflineRun
-from app.offline.replay import replay
 from app.rankstate.unnamed import stand_ins
 from tests.support.harness import cli
-
-
-def run_log(
-    tmp_path: Path, lines: list[str], year: int, name: str = "excerpt.log", **kw: float
-) -> OfflineRun:
-    p = tmp_path / name
-    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    run, _ = replay([p], base_date=date(year, 12, 31), **kw)  # type: ignore[arg-type]
-    return run
-
+from tests.support.replaylines import run_log
 
 # https://github.com/sgl-project/sglang/issues/7478 (--log-level=debug): node 0's ranks join the TP group's
 # shared-memory broadcast queue, then nothing more ("hangs before weights loading")
