@@ -12,6 +12,7 @@ from agents import wire
 from app.api.bodies import JsonBodyRoute, unprocessable
 from app.context import context_of
 from app.ingest.batches import BatchRejected, check_times, clock_offset, shift_times
+from app.ingest.decode import decode_batch
 
 
 async def authenticate_agent(request: Request) -> None:
@@ -24,6 +25,7 @@ async def authenticate_agent(request: Request) -> None:
 
 class IngestRoute(JsonBodyRoute):
     before_body = staticmethod(authenticate_agent)
+    fast_decode = staticmethod(decode_batch)
 
 
 ingest_router = APIRouter(route_class=IngestRoute)
