@@ -115,6 +115,12 @@ class HttpContext(ServerContext):
         app.state.context = self
 
 
+def context_of_app(app: FastAPI) -> HttpContext:
+    """The context ``app`` was bound to."""
+    ctx: HttpContext = app.state.context
+    return ctx
+
+
 def context_of(request: Request) -> HttpContext:
     """The context of the app serving ``request``."""
     ctx: HttpContext = request.app.state.context

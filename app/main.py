@@ -27,6 +27,7 @@ from app.api import health, openapi
 from app.api import prometheus as promexport
 from app.api.read import read_router
 from app.context import HttpContext
+from app.ingest.fastpath import SpecwatchApp
 from app.ingest.http import ingest_router
 from app.jobs import leader, registry
 from app.kit.logsink import LOG_FORMAT, LogSink, Throttle
@@ -61,7 +62,7 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
             gc.freeze()
             yield
 
-    app = FastAPI(
+    app = SpecwatchApp(
         title="specwatch",
         version=__version__,
         description="Watches speculative-decoding inference launches: per-rank progress, hangs, acceptance.",

@@ -220,12 +220,14 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
     me = psutil.Process()
     db0 = limits.pg_database_cpu(url) if name == "postgres" else {}
     cpu0 = cpu_of(procs)
+    http0 = cpu_of([proc])
     gen0 = me.cpu_times().user + me.cpu_times().system
     load0 = os.getloadavg()[0]
     t0 = time.time()
     n, lat, errors = uvloop.run(load(server.base_url, tokens, seconds, lambda h, a: batch(h, a, 0, 0.0)))
     wall = time.time() - t0
     cpu1 = cpu_of(procs)
+    http1 = cpu_of([proc])
     db1 = limits.pg_database_cpu(url) if name == "postgres" else {}
     gen1 = me.cpu_times().user + me.cpu_times().system
     load1 = os.getloadavg()[0]
@@ -257,6 +259,9 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
         # load-independent: server time (HTTP and jobs processes) per stored record; the machine is shared
         "server_cpu_us_per_record": round(1e6 * (cpu1 - cpu0) / max(stored, 1), 1),
         "server_cpu_ms_per_batch": round(1000 * (cpu1 - cpu0) / max(n, 1), 2),
+        # the HTTP process alone (one core's worth of Python, the GIL): the jobs process's detector ticks cost
+        # the same each second whatever the rate, so the figure above rises when the rate falls
+        "http_cpu_us_per_record": round(1e6 * (http1 - http0) / max(stored, 1), 1),
         # the same with the database's own CPU (PostgreSQL backends; SQLite runs inside the server)
         "with_db_cpu_us_per_record": round(1e6 * http_cpu_per_record, 1),
         "load_generator_cpu_cores": round((gen1 - gen0) / wall, 2),

@@ -93,3 +93,28 @@ def test_statements_fit_sqlite_bound_value_limit() -> None:
         "text",
     )
     assert tables.PROCESS_SAMPLES.copy_types[0] == "int8"
+
+
+def test_a_group_leaves_each_hosts_gpus_seen_at_its_newest_sample(db_url: str) -> None:
+    """/metrics and the overview find a GPU's latest sample by ``gpus.last_seen``: after a group of batches
+    from several hosts, every GPU of each host carries that host's newest sample time, no other host's."""
+    from agents import wire
+    from app.ingest.batches import store_batches
+
+    def batch(host: str, seq: int, ts: float) -> wire.IngestBatch:
+        agent = wire.AgentInfo(host=host, agent_id=f"agent-{host}", deployment="d")
+        gpus = [wire.GpuSample(ts=ts, index=i, uuid=f"GPU-{host}-{i}") for i in range(3)]
+        return wire.IngestBatch(agent=agent, seq=seq, sent_at=ts, gpus=gpus)
+
+    engine = make_engine(db_url)
+    with transaction(session_factory(engine)) as s:
+        store_batches(s, [(batch("a", 0, 100.0), 100.0), (batch("b", 0, 200.0), 200.0)])
+    with transaction(session_factory(engine)) as s:
+        group = [(batch("a", 1, 150.0), 150.0), (batch("b", 1, 250.0), 250.0), (batch("a", 2, 160.0), 160.0)]
+        store_batches(s, group)
+    with session_factory(engine)() as s:
+        seen = s.execute(select(models.Gpu.uuid, models.Gpu.last_seen)).all()
+    engine.dispose()
+    assert sorted(seen) == [(f"GPU-a-{i}", 160.0) for i in range(3)] + [
+        (f"GPU-b-{i}", 250.0) for i in range(3)
+    ]

@@ -112,28 +112,23 @@ def store_batches(
     firsts: dict[tuple[int, str, int], int] = {}
     for i, (b, _) in enumerate(items):
         firsts.setdefault((host_ids[b.agent.host], b.agent.agent_id, b.seq), i)
-    claimed = {
-        (r.host_id, r.agent_id, r.seq)
-        for r in insert_ignore(
-            session,
-            models.IngestedBatch.__table__,
-            [
-                {
-                    "agent_id": b.agent.agent_id,
-                    "seq": b.seq,
-                    "host_id": key[0],
-                    "received_at": now,
-                    "n_gpus": len(b.gpus),
-                    "n_processes": len(b.processes),
-                    "n_events": len(b.events),
-                    "n_metrics": len(b.metrics),
-                }
-                for key, i in firsts.items()
-                for b, now in [items[i]]
-            ],
-            ["host_id", "agent_id", "seq"],
-        )
-    }
+    claimed = _claim(
+        session,
+        [
+            {
+                "agent_id": b.agent.agent_id,
+                "seq": b.seq,
+                "host_id": key[0],
+                "received_at": now,
+                "n_gpus": len(b.gpus),
+                "n_processes": len(b.processes),
+                "n_events": len(b.events),
+                "n_metrics": len(b.metrics),
+            }
+            for key, i in firsts.items()
+            for b, now in [items[i]]
+        ],
+    )
     placed: list[tables.Placed] = []
     results: list[IngestResult] = []
     open_launches: dict[int, Any] = {}  # one read of a deployment's open launch per group
@@ -161,6 +156,42 @@ def store_batches(
     tables.events(session, placed)
     tables.metrics(session, placed, cache)
     return results
+
+
+_CLAIM_COLUMNS = (
+    "agent_id",
+    "seq",
+    "host_id",
+    "received_at",
+    "n_gpus",
+    "n_processes",
+    "n_events",
+    "n_metrics",
+)
+# One statement over arrays on PostgreSQL: SQLAlchemy's insert-many-values path (compile, batch, RETURNING
+# sorted back) was a tenth of the HTTP process's CPU there. The same INSERT ... ON CONFLICT DO NOTHING on
+# the same key, in the same row order, so the claim is exactly what it was.
+_PG_CLAIM = (
+    f'INSERT INTO "ingested_batches" ({", ".join(_CLAIM_COLUMNS)}) SELECT * FROM unnest('
+    "%(agent_id)s::text[], %(seq)s::bigint[], %(host_id)s::integer[], %(received_at)s::float8[], "
+    "%(n_gpus)s::integer[], %(n_processes)s::integer[], %(n_events)s::integer[], %(n_metrics)s::integer[]) "
+    'ON CONFLICT ("host_id", "agent_id", "seq") DO NOTHING RETURNING "host_id", "agent_id", "seq"'
+)
+
+
+def _claim(session: Session, rows: list[dict[str, Any]]) -> set[tuple[int, str, int]]:
+    """The idempotency keys of ``rows`` that this transaction inserted (the others were stored before)."""
+    if not rows:
+        return set()
+    conn = session.connection()
+    if conn.dialect.name == "postgresql":
+        arrays = {c: [r[c] for r in rows] for c in _CLAIM_COLUMNS}
+        inserted = conn.exec_driver_sql(_PG_CLAIM, arrays).all()
+    else:
+        inserted = insert_ignore(
+            session, models.IngestedBatch.__table__, rows, ["host_id", "agent_id", "seq"]
+        )
+    return {(r.host_id, r.agent_id, r.seq) for r in inserted}
 
 
 def store_batch(
