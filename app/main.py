@@ -25,8 +25,8 @@ from app.alerts import api as alerts_api
 from app.api import docs as apidocs
 from app.api import health, openapi
 from app.api import prometheus as promexport
+from app.api.context import HttpContext
 from app.api.read import read_router
-from app.context import HttpContext
 from app.ingest.fastpath import SpecwatchApp
 from app.ingest.http import ingest_router
 from app.jobs import leader, registry

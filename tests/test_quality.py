@@ -182,9 +182,9 @@ def test_no_file_over_the_line_limit() -> None:
     assert set(LONG_FILES) - over == set(), "these are under the limit now: take them out of LONG_FILES"
 
 
-# The server's services live in one typed object (app/context.py); anywhere else, ``app.state.x`` is a name
-# neither a reader nor mypy can follow to its class.
-CONTEXT_MODULE = "app/context.py"
+# The server's services live in typed objects (app/context.py, app/api/context.py); outside the latter,
+# ``app.state.x`` is a name neither a reader nor mypy can follow to its class.
+CONTEXT_MODULE = "app/api/context.py"
 
 
 def _state_reads(tree: ast.AST) -> Iterator[int]:
@@ -206,7 +206,7 @@ def test_app_state_only_in_the_context_module() -> None:
         if str(path.relative_to(ROOT)) != CONTEXT_MODULE
         for line in _state_reads(ast.parse(path.read_text()))
     ]
-    assert offenders == [], "use app.context (Ctx, context_of) instead"
+    assert offenders == [], "use app.api.context (Ctx, context_of) instead"
 
 
 def test_the_state_rule_sees_both_spellings() -> None:
@@ -253,3 +253,20 @@ def test_every_event_kind_written_as_a_string_is_in_the_wire_vocabulary() -> Non
         if kind not in known
     }
     assert unknown == set()
+
+
+def test_the_jobs_process_loads_none_of_the_http_stack() -> None:
+    # `specwatch jobs` starts beside every server and again after each crash: FastAPI, the ingest path and the
+    # dashboard are the HTTP process's (a quarter of a second of every start when the jobs loaded them)
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import app.jobs.process, app.jobs.registry; "
+        "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette', 'jinja2') "
+        "or m.startswith(('app.web', 'app.api', 'app.ingest.fastpath', 'app.ingest.http'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=60
+    ).stdout.split()
+    assert loaded == []

@@ -22,7 +22,7 @@ from app.acceptance.diagnosis import (
     preflight_from_event,
     series,
 )
-from app.context import SessionsDep
+from app.api.context import SessionsDep
 from app.store import models
 
 router = APIRouter()

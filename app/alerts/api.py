@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from app.alerts import receivers, silences
 from app.api.bodies import unprocessable
-from app.context import Ctx, SessionsDep
+from app.api.context import Ctx, SessionsDep
 from app.store.db import transaction
 from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver, Silence
 

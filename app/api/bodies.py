@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
-from app.context import context_of
+from app.api.context import context_of
 
 
 async def read_limited_body(request: Request, limit: int) -> bytes:

@@ -32,8 +32,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agents.wire import INCIDENT_KINDS
 from app import __version__
+from app.api.context import HttpContext
 from app.api.locate import gpu_ranks, rank_location
-from app.context import HttpContext
 from app.ingest.queue import IngestWriter
 from app.ingest.stats import IngestStats
 from app.store import models

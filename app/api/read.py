@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import func, select
 
+from app.api.context import SessionsDep
 from app.api.locate import rank_location
-from app.context import SessionsDep
 from app.store import models
 
 read_router = APIRouter(prefix="/api/v1")

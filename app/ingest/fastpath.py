@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agents import wire
 from app.access.security import HttpGuard
 from app.api.bodies import read_limited_body, validate_body, without_nul
-from app.context import context_of, context_of_app
+from app.api.context import context_of, context_of_app
 from app.ingest.decode import decode_batch
 from app.ingest.http import ack_of, authenticate_agent
 

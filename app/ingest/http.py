@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from agents import wire
 from app.api.bodies import JsonBodyRoute, unprocessable
-from app.context import context_of
+from app.api.context import context_of
 from app.ingest.batches import BatchRejected, check_times, clock_offset, shift_times
 from app.ingest.decode import decode_batch
 

@@ -17,7 +17,7 @@ from agents.wire import Severity
 from app.access import agent_tokens as auth
 from app.access import tokens
 from app.api.bodies import unprocessable
-from app.context import Ctx
+from app.api.context import Ctx
 from app.detector import incidents
 from app.store import models
 from app.store.db import transaction

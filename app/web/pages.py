@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from agents import wire
 from app import __version__
 from app.api.bodies import unprocessable
-from app.context import Ctx, HttpContext
+from app.api.context import Ctx, HttpContext
 from app.kit.resources import templates_dir
 from app.store import models
 from app.web import overview
