@@ -54,25 +54,28 @@ def test_valid_batch_is_stored_and_visible_in_read_api(
     assert httpx.get(server.base_url + "/api/v1/incidents?status=bogus").status_code == 422
 
 
-def test_duplicate_batch_is_acknowledged_and_stored_once(
-    server: ServerProcess, make_token, db_url: str
-) -> None:
-    token = make_token("gpu-node-01")
-    batch = make_batch(seq=7)
+def test_duplicate_batch_is_acknowledged_and_stored_once(shared_server: ServerProcess) -> None:
+    server, db_url = shared_server, shared_server.database_url
+    token = agent_token(db_url, "gpu-node-01")
+    batch = make_batch(seq=7, agent_id="agent-dup-0001")  # a key of its own on the shared server
+    before = counts(db_url)
     first = post(server, batch, token)
     second = post(server, batch, token)
     assert first.status_code == second.status_code == 200
-    assert second.json()["duplicate"] is True
-    assert counts(db_url)["gpu_samples"] == 8
-    assert counts(db_url)["ingested_batches"] == 1
+    assert first.json()["duplicate"] is False and second.json()["duplicate"] is True
+    after = counts(db_url)
+    assert after["gpu_samples"] - before["gpu_samples"] == 8
+    assert after["ingested_batches"] - before["ingested_batches"] == 1
 
 
-def test_gzip_body_is_accepted(server: ServerProcess, make_token, db_url: str) -> None:
-    token = make_token("gpu-node-01")
-    body = gzip.compress(json.dumps(make_batch()).encode())
+def test_gzip_body_is_accepted(shared_server: ServerProcess) -> None:
+    server, db_url = shared_server, shared_server.database_url
+    token = agent_token(db_url, "gpu-node-01")
+    body = gzip.compress(json.dumps(make_batch(agent_id="agent-gzip-0001")).encode())
+    before = counts(db_url)["gpu_samples"]
     r = post(server, body, token, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
     assert r.status_code == 200, r.text
-    assert counts(db_url)["gpu_samples"] == 8
+    assert counts(db_url)["gpu_samples"] - before == 8
 
 
 @pytest.mark.parametrize(
@@ -134,24 +137,24 @@ def test_bad_input_is_refused_with_a_message_and_nothing_stored(
     assert counts(db_url) == before
 
 
-def test_concurrent_burst_from_several_agents_is_all_stored(
-    server: ServerProcess, make_token, db_url: str
-) -> None:
+def test_concurrent_burst_from_several_agents_is_all_stored(shared_server: ServerProcess) -> None:
+    server, db_url = shared_server, shared_server.database_url
     hosts = [f"gpu-node-{i:02d}" for i in range(4)]
-    tokens = {h: make_token(h) for h in hosts}
+    tokens = {h: agent_token(db_url, h) for h in hosts}
     jobs = [(h, seq) for h in hosts for seq in range(10)]
 
     def send(job: tuple[str, int]) -> int:
         host, seq = job
-        batch = make_batch(host=host, seq=seq, agent_id=f"agent-{host}")
+        batch = make_batch(host=host, seq=seq, agent_id=f"agent-burst-{host}")
         return post(server, batch, tokens[host]).status_code
 
+    before = counts(db_url)
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         statuses = list(pool.map(send, jobs))
     assert statuses == [200] * len(jobs)
     c = counts(db_url)
-    assert c["ingested_batches"] == 40
-    assert c["gpu_samples"] == 40 * 8
+    assert c["ingested_batches"] - before["ingested_batches"] == 40
+    assert c["gpu_samples"] - before["gpu_samples"] == 40 * 8
 
 
 def test_several_server_processes_on_one_port_store_every_batch_once(db_url: str, make_token) -> None:  # type: ignore[no-untyped-def]

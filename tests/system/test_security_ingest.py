@@ -38,7 +38,8 @@ def bad_records_gzip(n: int = 19_000) -> bytes:
     return gzip.compress(json.dumps(batch).encode(), 9)
 
 
-def test_ingest_authenticates_before_it_reads_the_body(server: ServerProcess, db_url: str) -> None:
+def test_ingest_authenticates_before_it_reads_the_body(shared_server: ServerProcess) -> None:
+    server, db_url = shared_server, shared_server.database_url
     body = bad_records_gzip()
     assert len(body) < 64_000
     for token in (None, "swa_not-a-token"):
