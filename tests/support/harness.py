@@ -345,16 +345,19 @@ def count_rows(database_url: str, table: str) -> int:
     return scalar(database_url, f"SELECT count(*) FROM {table}")
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float = 0.1) -> T:
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float | None = None) -> T:
     """Poll ``probe`` until it returns something truthy, and return that; fail naming ``what`` after
-    ``timeout`` seconds times WAIT_MARGIN."""
+    ``timeout`` seconds times WAIT_MARGIN. By default it polls every 0.1 s for the first 5 s, then every 0.5 s:
+    most probes are an HTTP request to a server, and ten a second for minutes, in each of the suite's workers,
+    cost both processes a steady share of the two cores. A caller that needs a finer grain says ``every``."""
     timeout *= WAIT_MARGIN
-    deadline = time.time() + timeout
+    start = time.time()
+    deadline = start + timeout
     while time.time() < deadline:
         value = probe()
         if value:
             return value
-        time.sleep(every)
+        time.sleep(every if every is not None else 0.1 if time.time() - start < 5 else 0.5)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
