@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, select
 from app.alerts.outbox import snapshot
 from app.store.db import session_factory
 from app.store.models import Incident, IncidentChange
+from tests.support.harness import wait_for
 from tests.system.test_dashboard_browser import Site, browser, site  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
@@ -98,12 +99,19 @@ def _seconds(text: str) -> int:
 
 
 def test_one_clock_for_how_long_a_rank_is_stalled(site: Site, wide: Any) -> None:  # noqa: F811
-    wide.goto(site.url + "/")
     # the site's incident by its link: the server's own detector may open one of its own on the same stuck
     # launch (it sees the same TP11) while the test runs, and that row says the same
     banner = wide.locator(".incidents-banner li").filter(
         has=wide.locator(f'a[href="/incidents/{site.incident_id}"]')
     )
+
+    def clock_shown() -> bool:
+        # the clock is the rank's state, which the detector writes on its first pass over the launch: a
+        # server that has just (re)started, on a loaded machine, renders the banner a few seconds without it
+        wide.goto(site.url + "/")
+        return banner.locator(".stalled-for").count() > 0
+
+    wait_for("the banner to show the stalled rank's clock", clock_shown, timeout=60, every=1)
     assert "TP11 on gpu-node-02 GPU 3 pid" in banner.inner_text()  # where, in the banner too
     on_overview = _seconds(banner.locator(".stalled-for").inner_text())
 
