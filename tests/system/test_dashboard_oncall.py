@@ -131,7 +131,16 @@ def test_launch_first_screen_at_1440x900(site: Site, wide: Any) -> None:  # noqa
     _rows_drawn(wide)
     panel = wide.locator("#acceptance-diagnosis .sw-acceptance")
     panel.wait_for()
-    box, timeline = panel.bounding_box(), wide.locator("#timeline").bounding_box()
+    # read once both are laid out: a live redraw can replace either between the wait and the read
+    box, timeline = wait_for(
+        "the acceptance panel and the timeline laid out",
+        lambda: (
+            (b, t)
+            if (b := panel.bounding_box()) and (t := wide.locator("#timeline").bounding_box())
+            else None
+        ),
+        timeout=30,
+    )
     assert box["y"] + 40 < H, "the acceptance panel starts in the first screen"
     assert box["x"] >= timeline["x"] + timeline["width"], "beside the timeline, not below it"
     assert box["y"] < timeline["y"] + 50

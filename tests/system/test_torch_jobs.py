@@ -92,7 +92,7 @@ class Site:
     jobs: dict[str, Job]
 
     def get(self, path: str, **params: Any) -> Any:
-        r = httpx.get(self.server.base_url + "/api/v1" + path, params=params, timeout=10)
+        r = httpx.get(self.server.base_url + "/api/v1" + path, params=params, timeout=30)
         r.raise_for_status()
         return r.json()
 
@@ -105,7 +105,14 @@ class Site:
         return [] if lid is None else list(self.get("/incidents", launch_id=lid))
 
     def incident(self, mode: str, kind: str, **want: Any) -> dict[str, Any] | None:
-        for inc in self.incidents(mode):
+        """The incident, or None while there is none yet: a probe, so a read that timed out (twenty torch
+        imports starting at once, each rank a scheduler group of its own, can starve the server for seconds)
+        is "not yet", asked again at the next poll."""
+        try:
+            found = self.incidents(mode)
+        except httpx.TimeoutException:
+            return None
+        for inc in found:
             if inc["kind"] == kind and all(inc.get(k) == v for k, v in want.items()):
                 return inc
         return None
