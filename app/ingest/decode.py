@@ -30,23 +30,25 @@ from agents import wire
 _F64_MAX = 1.7976931348623157e308
 
 
+# annotated-types' bounds whose attribute has the name of msgspec.Meta's keyword
+_BOUNDS = (
+    (at.Ge, "ge"),
+    (at.Le, "le"),
+    (at.Gt, "gt"),
+    (at.Lt, "lt"),
+    (at.MinLen, "min_length"),
+    (at.MaxLen, "max_length"),
+)
+
+
 def _meta(info: FieldInfo) -> msgspec.Meta | None:
     """msgspec's constraints for a pydantic ``Field(...)``: every kind the wire schema uses, or an error
     (a constraint that the fast path silently dropped would let it accept what pydantic refuses)."""
     kw: dict[str, Any] = {}
     for m in info.metadata:
-        if isinstance(m, at.Ge):
-            kw["ge"] = m.ge
-        elif isinstance(m, at.Le):
-            kw["le"] = m.le
-        elif isinstance(m, at.Gt):
-            kw["gt"] = m.gt
-        elif isinstance(m, at.Lt):
-            kw["lt"] = m.lt
-        elif isinstance(m, at.MinLen):
-            kw["min_length"] = m.min_length
-        elif isinstance(m, at.MaxLen):
-            kw["max_length"] = m.max_length
+        bound = next((name for cls, name in _BOUNDS if isinstance(m, cls)), None)
+        if bound is not None:
+            kw[bound] = getattr(m, bound)
         elif getattr(m, "allow_inf_nan", True) is False:
             # JSON has no NaN or Infinity for msgspec (it refuses the literals and numbers beyond a double),
             # so a decoded float is always finite; the bound states it all the same
