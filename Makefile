@@ -29,6 +29,9 @@ torch: setup
 TEST_WORKERS ?= 4
 test: setup torch
 	bash scripts/test-deps.sh
+	@# every server, agent and CLI process of the suite imports the project's ~200 modules: compiled once here,
+	@# not from source in each process (a machine with PYTHONDONTWRITEBYTECODE set never caches them itself)
+	$(PY) -m compileall -q -j 0 app agents tests migrations > /dev/null
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # the long soak variants of the reliability tests (each up to 30 min; not in `make test`)
