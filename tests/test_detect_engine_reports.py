@@ -1,5 +1,5 @@
 """The engines' and their supervisors' own reports, as real logs print them, open or confirm incidents:
-vLLM's broadcast waits and RPC timeout, PyTorch's collective check, vLLM's dead worker, torchelastic's and
+vLLM's broadcast waits, RPC timeout and V0 engine-loop timeout, PyTorch's collective check, vLLM's dead worker, torchelastic's and
 Ray's kill reports. Lines are verbatim from the public threads named (tests/corpus holds the excerpts)."""
 
 from __future__ import annotations
