@@ -1,5 +1,5 @@
 """The engines' and their supervisors' own reports, as real logs print them, open or confirm incidents:
-vLLM's broadcast waits and RPC timeout, PyTorch's collective check, vLLM's dead worker, torchelastic's and
+vLLM's broadcast waits, RPC timeout and V0 engine-loop timeout, PyTorch's collective check, vLLM's dead worker, torchelastic's and
 Ray's kill reports. Lines are verbatim from the public threads named (tests/corpus holds the excerpts)."""
 
 from __future__ import annotations
@@ -46,6 +46,20 @@ def test_vllm_rpc_timeout_confirms_the_stall_at_once(tmp_path: Path) -> None:
     assert (inc.kind, inc.confidence) == ("stalled_serving", "confirmed")
     assert "engine_timeout" in inc.confirmed_by
     assert inc.opened_at - datetime(2025, 9, 6, 4, 9, 20, tzinfo=UTC).timestamp() <= 3
+
+
+def test_vllm_v0_engine_iteration_timeout_is_a_serving_stall_at_once(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/9839: a request added, then V0's engine loop times out 45 s
+    # on; the NCCL watchdog said why ten minutes later. The engine loop runs only while the server serves.
+    lines = [
+        "INFO 10-30 11:46:47 async_llm_engine.py:173] Added request 541ca4832eb9436180e721ef069baedb.",
+        "ERROR 10-30 11:47:32 async_llm_engine.py:656] Engine iteration timed out. This should never happen!",
+        "ERROR 10-30 11:47:32 async_llm_engine.py:56] Engine background task failed",
+    ]
+    (inc,) = run_log(tmp_path, lines, 2024).incidents
+    assert (inc.kind, inc.phase, inc.confidence) == ("stalled_serving", "serving", "confirmed")
+    assert "engine_timeout" in inc.confirmed_by
+    assert inc.opened_at - datetime(2024, 10, 30, 11, 47, 32, tzinfo=UTC).timestamp() <= 3
 
 
 _MISMATCH = (

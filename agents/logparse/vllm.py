@@ -27,6 +27,10 @@ _V0_EFFICIENCY = re.compile(r"System efficiency: ([\d.]+)")
 # or busy (compiling, quantising): vLLM's own hint of a hang, repeated every 60 s while it lasts
 _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in (\d+) seconds?")
 _RPC_TIMEOUT = re.compile(r"(?:\w+Error: )?RPC call to (\w{1,64}) timed out")
+# V0's AsyncLLMEngine: one engine step took longer than VLLM_ENGINE_ITERATION_TIMEOUT_S. Its loop runs only while
+# the server serves, and says nothing of why: a stall report like the RPC timeout (vllm#9839: a worker's
+# collective stopped completing; its NCCL watchdog spoke ten minutes later)
+_ITERATION_TIMEOUT = "Engine iteration timed out"
 _DIED = re.compile(r"(Worker|Engine core) proc (\S{1,128}) died unexpectedly")
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
 
@@ -156,6 +160,8 @@ def _failure(msg: str) -> Match | None:
             return "scheduler_exception", "error", {"engine": "vllm"}
         if msg.startswith("WorkerProc hit an exception"):
             return "scheduler_exception", "error", {"engine": "vllm"}
+        if msg.startswith(_ITERATION_TIMEOUT):
+            return "engine_timeout", "critical", {"engine": "vllm", "call": "engine_iteration"}
     if "RPC call to" in msg[:80]:
         m = _RPC_TIMEOUT.match(msg)
         if m:

@@ -84,11 +84,20 @@ def confirmed_signals(st: LaunchState) -> list[tuple[str | None, Signal]]:
     return [x for x in out if x[1].kind not in REPEATED or shm_repeat(st, x[1], out)]
 
 
-def signal_kind(st: LaunchState, kind: str) -> str:
+# vLLM's stall reports raised only from a loop that runs while the server serves (V0's AsyncLLMEngine
+# engine loop): the report itself says the launch was serving, whatever the excerpt kept before it
+SERVING_ONLY_CALLS = frozenset({"engine_iteration"})
+
+
+def signal_kind(st: LaunchState, sig: Signal) -> str:
     """The hang kind an engine report opens: its own, or for vLLM's (which say nothing of why) where it is."""
-    if kind in HANG_SIGNALS:
-        return HANG_SIGNALS[kind]
-    served = st.ready_at is not None or st.last_decode_at is not None
+    if sig.kind in HANG_SIGNALS:
+        return HANG_SIGNALS[sig.kind]
+    served = (
+        st.ready_at is not None
+        or st.last_decode_at is not None
+        or sig.fields.get("call") in SERVING_ONLY_CALLS
+    )
     return "stalled_serving" if served or launch_phase(st) in ("serving", "ready") else "suspected_deadlock"
 
 
@@ -100,7 +109,7 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         return base
     if base is not None and base.held:
         base = None  # a suspicion that only asked for stacks: the engine's own signal opens the incident
-    first_kind = signal_kind(st, sigs[0][1].kind)
+    first_kind = signal_kind(st, sigs[0][1])
     culprit = base.culprit if base else None
     culprit, reason = _signal_culprit(st, sigs, culprit)
     sig_ev = [evidence(s.ts, lab, s.kind, said(s)) for lab, s in sigs[-8:]]
