@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -133,20 +134,26 @@ def server(db_url: str) -> Iterator[ServerProcess]:
 
 
 class SharedServers:
-    """One real server per backend for each pytest worker, started when a test first asks for it and stopped
-    when the worker ends. For tests that only check the answers to what they send and the rows they add (counted
-    before and after): a server start costs a couple of seconds of CPU, and a parametrized refusal test would
-    otherwise start one for each of its cases."""
+    """One real server per backend and auth mode for each pytest worker, started when a test first asks for it
+    and stopped when the worker ends. For tests that only check the answers to what they send and the rows they
+    add (counted before and after, or picked out by names of their own): a server start costs a couple of
+    seconds of CPU, and a parametrized refusal test would otherwise start one for each of its cases."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.running: dict[str, ServerProcess] = {}
+        self.running: dict[tuple[str, str], ServerProcess] = {}
 
-    def get(self, backend: str, pg: PgDatabases | None) -> ServerProcess:
-        if backend not in self.running:
-            url = pg.fresh() if pg is not None else _sqlite_url(self.tmp, migrated=True)
-            self.running[backend] = ServerProcess(url).start()
-        server = self.running[backend]
+    def get(self, backend: str, pg: PgDatabases | None, auth: str = "none") -> ServerProcess:
+        key = (backend, auth)
+        if key not in self.running:
+            if pg is not None:
+                url = pg.fresh()
+            else:
+                (self.tmp / auth).mkdir()
+                url = _sqlite_url(self.tmp / auth, migrated=True)
+            env = {} if auth == "none" else {"SPECWATCH_AUTH": auth}
+            self.running[key] = ServerProcess(url, env=env).start()
+        server = self.running[key]
         STARTED_SERVERS.append(server)  # its log tail goes with a failing test's report, like any server's
         return server
 
@@ -162,12 +169,37 @@ def _shared_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared
     shared.stop()
 
 
+def _shared(request: pytest.FixtureRequest, auth: str) -> ServerProcess:
+    pg = request.getfixturevalue("pg") if request.param == "postgres" else None
+    shared: SharedServers = request.getfixturevalue("_shared_servers")
+    return shared.get(request.param, pg, auth)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def shared_server(request: pytest.FixtureRequest, _shared_servers: SharedServers) -> ServerProcess:
+def shared_server(request: pytest.FixtureRequest) -> ServerProcess:
     """A running server on each backend in turn, shared with the worker's other tests that ask for it (see
     SharedServers): its ``database_url`` is not fresh, so count what a test adds, not what is there."""
-    pg = request.getfixturevalue("pg") if request.param == "postgres" else None
-    return _shared_servers.get(request.param, pg)
+    return _shared(request, "none")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_token_server(request: pytest.FixtureRequest) -> ServerProcess:
+    """Like ``shared_server``, in the bearer-token mode of ``token_server``: users a test adds need names of
+    their own (``unique``), since an earlier test's users are still there."""
+    return _shared(request, "token")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_proxy_server(request: pytest.FixtureRequest) -> ServerProcess:
+    """Like ``shared_server``, in reverse-proxy mode with the proxy on loopback (the default)."""
+    return _shared(request, "proxy")
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Names of a test's own on a shared server (hosts, users, deployments): ``unique("gpu-node")``."""
+    tag = uuid.uuid4().hex[:8]
+    return lambda name: f"{name}-{tag}"
 
 
 @pytest.fixture
