@@ -35,6 +35,10 @@ LONG_FIRST = (
 )
 
 
+# the shared servers in an auth mode of their own (see SharedServers)
+AUTH_SHARED = {"shared_token_server", "shared_proxy_server"}
+
+
 def _start_order(item: pytest.Item) -> int:
     path = item.nodeid.split("::")[0]
     if path in LONG_FIRST:
@@ -56,6 +60,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid.split("::")[0] in grouped:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        elif AUTH_SHARED & set(getattr(item, "fixturenames", ())):
+            # one worker for the tests of the token- and proxy-mode shared servers: spread over every worker,
+            # each would start its own pair, more starts than the dozen tests had on servers of their own
+            item.add_marker(pytest.mark.xdist_group("shared-auth-servers"))
     if config.getoption("--run-slow"):
         return
     # The soaks (up to 30 min each) are not part of the suite people and CI run: deselected, not skipped, so

@@ -12,8 +12,8 @@ import pytest
 
 from app.acceptance.breakdown import by_batch, per_position
 from app.acceptance.diagnosis import AcceptPoint
-from tests.support.harness import ServerProcess, agent_token, chromium_path, make_batch, wait_for
-from tests.system.test_web_data import _ingest
+from tests.support.harness import ServerProcess, agent_token, chromium_path, make_batch
+from tests.system.test_web_data import _ingest, _launch_id
 
 if TYPE_CHECKING:
     from tests.conftest import SharedServers
@@ -107,14 +107,6 @@ def server(_shared_servers: SharedServers) -> ServerProcess:
     ]
     _ingest(srv, token, [first, scrape])
     return srv
-
-
-def _launch_id(srv: ServerProcess, deployment: str) -> int:
-    def probe() -> int | None:
-        rows = httpx.get(f"{srv.base_url}/api/v1/launches", params={"deployment": deployment}).json()
-        return rows[0]["id"] if rows else None
-
-    return wait_for(f"a launch of {deployment}", probe, timeout=30)
 
 
 def test_breakdown_api_by_batch_and_position(server: ServerProcess) -> None:
