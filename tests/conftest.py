@@ -74,6 +74,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if "slow" not in item.keywords]
 
 
+class _LoadGroupIds:
+    """pytest-xdist 3.8 tells its loadgroup scheduler an item's group by a suffix on the item's node id, written
+    to a field pytest 9.2 no longer reads (pytest-xdist#1386): every group above is then silently ignored, a
+    module fixture is built on each worker that runs a test of its module, and a shared server in an auth mode
+    is started on each worker too. Until a release of xdist writes it where pytest keeps the id, this does."""
+
+    @pytest.hookimpl(trylast=True)  # after xdist's own hook: where that one worked, there is nothing to do
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):  # set in the workers of --dist loadgroup only
+            return
+        from _pytest.nodeid import coerce_node_id
+
+        for item in items:
+            marks = item.iter_markers("xdist_group")
+            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+            suffix = "@" + "_".join(names)
+            if names and not item.nodeid.endswith(suffix):
+                item._id = coerce_node_id(item.nodeid + suffix)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_LoadGroupIds(), "specwatch-loadgroup-ids")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """A failing test shows the end of the log of each server it started: in CI that log is the only trace
