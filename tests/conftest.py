@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,10 @@ LONG_FIRST = (
 )
 
 
+# the shared servers in an auth mode of their own (see SharedServers)
+AUTH_SHARED = {"shared_token_server", "shared_proxy_server"}
+
+
 def _start_order(item: pytest.Item) -> int:
     path = item.nodeid.split("::")[0]
     if path in LONG_FIRST:
@@ -55,6 +60,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid.split("::")[0] in grouped:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        elif AUTH_SHARED & set(getattr(item, "fixturenames", ())):
+            # one worker for the tests of the token- and proxy-mode shared servers: spread over every worker,
+            # each would start its own pair, more starts than the dozen tests had on servers of their own
+            item.add_marker(pytest.mark.xdist_group("shared-auth-servers"))
     if config.getoption("--run-slow"):
         return
     # The soaks (up to 30 min each) are not part of the suite people and CI run: deselected, not skipped, so
@@ -63,6 +72,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if soaks:
         config.hook.pytest_deselected(items=soaks)
         items[:] = [item for item in items if "slow" not in item.keywords]
+
+
+class _LoadGroupIds:
+    """pytest-xdist 3.8 tells its loadgroup scheduler an item's group by a suffix on the item's node id, written
+    to a field pytest 9.2 no longer reads (pytest-xdist#1386): every group above is then silently ignored, a
+    module fixture is built on each worker that runs a test of its module, and a shared server in an auth mode
+    is started on each worker too. Until a release of xdist writes it where pytest keeps the id, this does."""
+
+    @pytest.hookimpl(trylast=True)  # after xdist's own hook: where that one worked, there is nothing to do
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):  # set in the workers of --dist loadgroup only
+            return
+        from _pytest.nodeid import coerce_node_id
+
+        for item in items:
+            marks = item.iter_markers("xdist_group")
+            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+            suffix = "@" + "_".join(names)
+            if names and not item.nodeid.endswith(suffix):
+                item._id = coerce_node_id(item.nodeid + suffix)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_LoadGroupIds(), "specwatch-loadgroup-ids")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -133,20 +166,26 @@ def server(db_url: str) -> Iterator[ServerProcess]:
 
 
 class SharedServers:
-    """One real server per backend for each pytest worker, started when a test first asks for it and stopped
-    when the worker ends. For tests that only check the answers to what they send and the rows they add (counted
-    before and after): a server start costs a couple of seconds of CPU, and a parametrized refusal test would
-    otherwise start one for each of its cases."""
+    """One real server per backend and auth mode for each pytest worker, started when a test first asks for it
+    and stopped when the worker ends. For tests that only check the answers to what they send and the rows they
+    add (counted before and after, or picked out by names of their own): a server start costs a couple of
+    seconds of CPU, and a parametrized refusal test would otherwise start one for each of its cases."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.running: dict[str, ServerProcess] = {}
+        self.running: dict[tuple[str, str], ServerProcess] = {}
 
-    def get(self, backend: str, pg: PgDatabases | None) -> ServerProcess:
-        if backend not in self.running:
-            url = pg.fresh() if pg is not None else _sqlite_url(self.tmp, migrated=True)
-            self.running[backend] = ServerProcess(url).start()
-        server = self.running[backend]
+    def get(self, backend: str, pg: PgDatabases | None, auth: str = "none") -> ServerProcess:
+        key = (backend, auth)
+        if key not in self.running:
+            if pg is not None:
+                url = pg.fresh()
+            else:
+                (self.tmp / auth).mkdir()
+                url = _sqlite_url(self.tmp / auth, migrated=True)
+            env = {} if auth == "none" else {"SPECWATCH_AUTH": auth}
+            self.running[key] = ServerProcess(url, env=env).start()
+        server = self.running[key]
         STARTED_SERVERS.append(server)  # its log tail goes with a failing test's report, like any server's
         return server
 
@@ -162,12 +201,37 @@ def _shared_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared
     shared.stop()
 
 
+def _shared(request: pytest.FixtureRequest, auth: str) -> ServerProcess:
+    pg = request.getfixturevalue("pg") if request.param == "postgres" else None
+    shared: SharedServers = request.getfixturevalue("_shared_servers")
+    return shared.get(request.param, pg, auth)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def shared_server(request: pytest.FixtureRequest, _shared_servers: SharedServers) -> ServerProcess:
+def shared_server(request: pytest.FixtureRequest) -> ServerProcess:
     """A running server on each backend in turn, shared with the worker's other tests that ask for it (see
     SharedServers): its ``database_url`` is not fresh, so count what a test adds, not what is there."""
-    pg = request.getfixturevalue("pg") if request.param == "postgres" else None
-    return _shared_servers.get(request.param, pg)
+    return _shared(request, "none")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_token_server(request: pytest.FixtureRequest) -> ServerProcess:
+    """Like ``shared_server``, in the bearer-token mode of ``token_server``: users a test adds need names of
+    their own (``unique``), since an earlier test's users are still there."""
+    return _shared(request, "token")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def shared_proxy_server(request: pytest.FixtureRequest) -> ServerProcess:
+    """Like ``shared_server``, in reverse-proxy mode with the proxy on loopback (the default)."""
+    return _shared(request, "proxy")
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Names of a test's own on a shared server (hosts, users, deployments): ``unique("gpu-node")``."""
+    tag = uuid.uuid4().hex[:8]
+    return lambda name: f"{name}-{tag}"
 
 
 @pytest.fixture

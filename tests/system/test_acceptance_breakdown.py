@@ -4,24 +4,23 @@ API of a real server fed over HTTP, and what an operator sees in real Chromium (
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from app.acceptance.breakdown import by_batch, per_position
 from app.acceptance.diagnosis import AcceptPoint
-from tests.support.harness import (
-    ServerProcess,
-    agent_token,
-    chromium_path,
-    make_batch,
-    upgrade_db,
-    wait_for,
-)
-from tests.system.test_web_data import _ingest
+from tests.support.harness import ServerProcess, agent_token, chromium_path, make_batch
+from tests.system.test_web_data import _ingest, _launch_id
 
+if TYPE_CHECKING:
+    from tests.conftest import SharedServers
+
+# names of this module's own on the worker's shared server, which holds other modules' hosts and launches
+TAG = uuid.uuid4().hex[:8]
+DEP_A, DEP_B, DEP_METRICS = f"llama-ab-a-{TAG}", f"llama-ab-b-{TAG}", f"vllm-metrics-{TAG}"
 HEALTHY = [0.81, 0.65, 0.52, 0.42]
 LOST = [0.81, 0.65, 0.0, 0.0]
 
@@ -70,12 +69,12 @@ def _spec_events(t0: float, n: int, lose_at: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    db_url = f"sqlite:///{tmp_path_factory.mktemp('bd') / 'specwatch.db'}"
-    upgrade_db(db_url)
-    srv = ServerProcess(db_url).start()
+def server(_shared_servers: SharedServers) -> ServerProcess:
+    """The worker's shared SQLite server, fed this module's three launches once."""
+    srv = _shared_servers.get("sqlite", None)
+    db_url = srv.database_url
     now = time.time()
-    for i, (host, dep, lose_at) in enumerate((("gpu-a", "llama-ab-a", 10_000), ("gpu-b", "llama-ab-b", 30))):
+    for i, (host, dep, lose_at) in enumerate(((f"gpu-a-{TAG}", DEP_A, 10_000), (f"gpu-b-{TAG}", DEP_B, 30))):
         token = agent_token(db_url, host)
         t0 = now - 700
         batches = [
@@ -92,11 +91,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         ]
         _ingest(srv, token, batches)
     # a vLLM launch seen only through /metrics: the agent's per-position rates derived from the counters
-    token = agent_token(db_url, "gpu-c")
-    first = make_batch(
-        "gpu-c", seq=0, agent_id="agent-c-0001", ts=now - 300, deployment="vllm-metrics", n_gpus=1
-    )
-    scrape = make_batch("gpu-c", seq=1, agent_id="agent-c-0001", ts=now, deployment="vllm-metrics", n_gpus=1)
+    host_c = f"gpu-c-{TAG}"
+    token = agent_token(db_url, host_c)
+    first = make_batch(host_c, seq=0, agent_id="agent-c-0001", ts=now - 300, deployment=DEP_METRICS, n_gpus=1)
+    scrape = make_batch(host_c, seq=1, agent_id="agent-c-0001", ts=now, deployment=DEP_METRICS, n_gpus=1)
     scrape["metrics"] = [
         {
             "ts": now - 290 + 5 * i,
@@ -108,38 +106,30 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         for k, r in enumerate(HEALTHY if i < 20 else LOST)
     ]
     _ingest(srv, token, [first, scrape])
-    yield srv
-    srv.stop()
-
-
-def _launch_id(srv: ServerProcess, deployment: str) -> int:
-    def probe() -> int | None:
-        rows = httpx.get(f"{srv.base_url}/api/v1/launches", params={"deployment": deployment}).json()
-        return rows[0]["id"] if rows else None
-
-    return wait_for(f"a launch of {deployment}", probe, timeout=30)
+    return srv
 
 
 def test_breakdown_api_by_batch_and_position(server: ServerProcess) -> None:
-    lid = _launch_id(server, "llama-ab-b")
+    lid = _launch_id(server, DEP_B)
     bd = httpx.get(f"{server.base_url}/api/v1/launches/{lid}/acceptance/breakdown").json()
     rows = {r["label"]: r for r in bd["by_batch"]}
     assert rows["33-64"]["off_share"] == 1.0 and rows["17-32"]["mean_len"] > 2.0
     assert bd["per_position"]["lost"] == [2, 3]
-    assert httpx.get(f"{server.base_url}/api/v1/launches/999/acceptance/breakdown").status_code == 404
+    # an id the shared server never hands out
+    assert httpx.get(f"{server.base_url}/api/v1/launches/999999/acceptance/breakdown").status_code == 404
 
 
 def test_per_position_from_the_agents_metrics_when_no_line_says(server: ServerProcess) -> None:
-    lid = _launch_id(server, "vllm-metrics")
+    lid = _launch_id(server, DEP_METRICS)
     pp = httpx.get(f"{server.base_url}/api/v1/launches/{lid}/acceptance/breakdown").json()["per_position"]
     assert pp["positions"] == 4 and pp["first"] == HEALTHY and pp["latest"] == LOST and pp["lost"] == [2, 3]
 
 
 def test_compare_two_deployments_and_bad_input(server: ServerProcess) -> None:
     url = f"{server.base_url}/api/v1/acceptance/compare"
-    _launch_id(server, "llama-ab-a")
-    got = httpx.get(url, params={"deployment_a": "llama-ab-a", "deployment_b": "llama-ab-b"}).json()
-    assert got["a"]["deployment"] == "llama-ab-a" and got["b"]["per_position"]["lost"] == [2, 3]
+    _launch_id(server, DEP_A)
+    got = httpx.get(url, params={"deployment_a": DEP_A, "deployment_b": DEP_B}).json()
+    assert got["a"]["deployment"] == DEP_A and got["b"]["per_position"]["lost"] == [2, 3]
     assert got["a"]["per_position"]["lost"] == [] and got["recent_len_ratio"] < 0.9
     both = httpx.get(url, params={"a": 1, "deployment_a": "x", "b": 2})
     assert both.status_code == 422 and "deployment_a" in both.text
@@ -150,7 +140,7 @@ def test_compare_two_deployments_and_bad_input(server: ServerProcess) -> None:
 def test_per_position_and_by_batch_views_in_chromium(server: ServerProcess) -> None:
     from playwright.sync_api import sync_playwright
 
-    lid = _launch_id(server, "llama-ab-b")
+    lid = _launch_id(server, DEP_B)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=chromium_path(), headless=True, args=["--no-sandbox"])
         pg = b.new_page(viewport={"width": 1280, "height": 900})
@@ -167,10 +157,10 @@ def test_per_position_and_by_batch_views_in_chromium(server: ServerProcess) -> N
         assert lost.count() == 2 and "lost" in lost.first.inner_text()
         assert bd.locator('tr[data-position="0"] [data-field="latest"]').inner_text() == "0.81"
         assert bd.locator("polyline.sw-pos").count() == 4 and bd.locator("rect.sw-bar").count() == 2
-        pg.goto(f"{server.base_url}/compare?deployment_a=llama-ab-a&deployment_b=llama-ab-b")
+        pg.goto(f"{server.base_url}/compare?deployment_a={DEP_A}&deployment_b={DEP_B}")
         sides = pg.locator("section[data-side]")
         assert sides.count() == 2
-        assert "llama-ab-a" in sides.nth(0).locator("h2").inner_text()
+        assert DEP_A in sides.nth(0).locator("h2").inner_text()
         assert (
             sides.nth(0).locator("tr.sw-lost").count() == 0
             and sides.nth(1).locator("tr.sw-lost").count() == 2

@@ -4,6 +4,7 @@ agent's own preflight event, and the panel rendered in Debian's Chromium."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from agents.preflight import preflight_event, run_preflight
 from tests.support.checkpoints import make_draft, make_target
-from tests.support.harness import ServerProcess, chromium_path, make_batch
+from tests.support.harness import ServerProcess, agent_token, chromium_path, make_batch
 
 CMD = (
     "/usr/bin/python3 -m sglang.launch_server --model-path {target} --tp 2 --speculative-algorithm EAGLE3 "
@@ -30,7 +31,16 @@ def ingest(server: ServerProcess, token: str, batch: dict[str, Any]) -> None:
     assert r.status_code == 200, r.text
 
 
-def launch_with_broken_draft(server: ServerProcess, token: str, tmp_path: Path) -> int:
+def _launch_ids(server: ServerProcess) -> set[int]:
+    launches = httpx.get(server.base_url + "/api/v1/launches", params={"limit": 1000}, timeout=30).json()
+    return {int(x["id"]) for x in launches}
+
+
+def launch_with_broken_draft(server: ServerProcess, tmp_path: Path, unique: Callable[[str], str]) -> int:
+    """The id of the one launch its batch started (on a shared server, beside the earlier tests' launches)."""
+    host = unique("gpu-node-01")
+    token = agent_token(server.database_url, host)
+    before = _launch_ids(server)
     draft = make_draft(tmp_path / "kimi-eagle3", layout="layers")
     target = make_target(tmp_path / "kimi-k25")
     now = time.time()
@@ -54,17 +64,20 @@ def launch_with_broken_draft(server: ServerProcess, token: str, tmp_path: Path) 
         }
         for i in range(40)
     ]
-    batch = make_batch(n_gpus=2, ts=now, events=events)
+    batch = make_batch(host, n_gpus=2, ts=now, events=events, deployment=unique("kimi-k25-eagle3"))
     for p in batch["processes"]:
         p["cmdline"] = CMD.format(target=target, draft=draft)
     ingest(server, token, batch)
-    launches = httpx.get(server.base_url + "/api/v1/launches", timeout=30).json()
-    assert len(launches) == 1
-    return int(launches[0]["id"])
+    added = _launch_ids(server) - before
+    assert len(added) == 1
+    return added.pop()
 
 
-def test_acceptance_api_explains_a_rejected_draft(server: ServerProcess, make_token, tmp_path: Path) -> None:
-    launch = launch_with_broken_draft(server, make_token("gpu-node-01"), tmp_path)
+def test_acceptance_api_explains_a_rejected_draft(
+    shared_server: ServerProcess, tmp_path: Path, unique: Callable[[str], str]
+) -> None:
+    server = shared_server
+    launch = launch_with_broken_draft(server, tmp_path, unique)
     r = httpx.get(f"{server.base_url}/api/v1/launches/{launch}/acceptance", timeout=30)
     assert r.status_code == 200, r.text
     acc = r.json()
@@ -85,12 +98,15 @@ def test_acceptance_api_explains_a_rejected_draft(server: ServerProcess, make_to
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_acceptance_panel_in_chromium(server: ServerProcess, make_token, tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared_server", ["sqlite"], indirect=True)
+def test_acceptance_panel_in_chromium(
+    shared_server: ServerProcess, tmp_path: Path, unique: Callable[[str], str]
+) -> None:
+    server = shared_server
     executable = chromium_path()
     from playwright.sync_api import sync_playwright
 
-    launch = launch_with_broken_draft(server, make_token("gpu-node-01"), tmp_path)
+    launch = launch_with_broken_draft(server, tmp_path, unique)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         try:

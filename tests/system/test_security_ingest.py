@@ -11,7 +11,7 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -70,32 +70,38 @@ def test_ingest_authenticates_before_it_reads_the_body(shared_server: ServerProc
 
 
 def test_one_hosts_token_cannot_suppress_or_write_into_another_hosts_data(
-    server: ServerProcess, db_url: str
+    shared_server: ServerProcess, unique: Callable[[str], str]
 ) -> None:
-    token_a, token_b = agent_token(db_url, "gpu-node-a"), agent_token(db_url, "gpu-node-b")
-    b_real = make_batch(host="gpu-node-b", agent_id="agent-of-node-b", seq=0, n_gpus=2)
+    server, db_url = shared_server, shared_server.database_url
+    host_a, host_b, agent_b = unique("gpu-node-a"), unique("gpu-node-b"), unique("agent-of-node-b")
+    token_a, token_b = agent_token(db_url, host_a), agent_token(db_url, host_b)
+    b_real = make_batch(host=host_b, agent_id=agent_b, seq=0, n_gpus=2)
     # A claims B's idempotency key (B's agent id and next seq) and names B's GPUs
-    forged = make_batch(host="gpu-node-a", agent_id="agent-of-node-b", seq=0, n_gpus=2)
+    forged = make_batch(host=host_a, agent_id=agent_b, seq=0, n_gpus=2)
     for g in forged["gpus"]:
-        g["uuid"] = g["uuid"].replace("gpu-node-a", "gpu-node-b")
+        g["uuid"] = g["uuid"].replace(host_a, host_b)
         g["util_gpu_pct"] = 99.0
     assert ingest(server.base_url, token_a, forged).status_code == 200
     r = ingest(server.base_url, token_b, b_real)
     assert r.status_code == 200 and r.json()["duplicate"] is False, r.text
     assert r.json()["stored"]["gpus"] == 2
-    # B's GPUs belong to B and hold only B's samples; A's copies of the UUIDs are A's own rows
+    # B's GPUs belong to B and hold only B's samples; A's copies of the UUIDs are A's own rows (the GPUs of
+    # the two hosts: the shared server holds the earlier tests' hosts too)
     owners = rows(
         db_url,
         "SELECT g.uuid, h.name, count(s.id), max(s.util_gpu_pct) FROM gpus g JOIN hosts h ON h.id = g.host_id "
-        "LEFT JOIN gpu_samples s ON s.gpu_id = g.id GROUP BY g.id, g.uuid, h.name ORDER BY h.name, g.uuid",
+        "LEFT JOIN gpu_samples s ON s.gpu_id = g.id WHERE h.name IN (:a, :b) "
+        "GROUP BY g.id, g.uuid, h.name ORDER BY h.name, g.uuid",
+        a=host_a,
+        b=host_b,
     )
     assert [(u, h, n) for u, h, n, _ in owners] == [
-        ("GPU-gpu-node-b-0", "gpu-node-a", 1),
-        ("GPU-gpu-node-b-1", "gpu-node-a", 1),
-        ("GPU-gpu-node-b-0", "gpu-node-b", 1),
-        ("GPU-gpu-node-b-1", "gpu-node-b", 1),
+        (f"GPU-{host_b}-0", host_a, 1),
+        (f"GPU-{host_b}-1", host_a, 1),
+        (f"GPU-{host_b}-0", host_b, 1),
+        (f"GPU-{host_b}-1", host_b, 1),
     ]
-    assert all(mx == 0.0 for _, h, _, mx in owners if h == "gpu-node-b")
+    assert all(mx == 0.0 for _, h, _, mx in owners if h == host_b)
     # a real re-send is still a duplicate (per host)
     again = ingest(server.base_url, token_b, b_real)
     assert again.status_code == 200 and again.json()["duplicate"] is True
@@ -129,9 +135,12 @@ def test_out_of_range_integers_are_a_422_naming_the_field(
     assert [d["loc"] for d in r.json()["detail"]] == [loc]
 
 
-def test_nan_and_infinite_metric_values_are_stored_as_absence(server: ServerProcess, db_url: str) -> None:
-    token = agent_token(db_url, "gpu-node-01")
-    batch = make_batch()
+def test_nan_and_infinite_metric_values_are_stored_as_absence(
+    shared_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    server, db_url, host = shared_server, shared_server.database_url, unique("gpu-node-01")
+    token = agent_token(db_url, host)
+    batch = make_batch(host)
     base = batch["metrics"][0]
     batch["metrics"] = [
         {**base, "value": math.nan},
@@ -142,10 +151,15 @@ def test_nan_and_infinite_metric_values_are_stored_as_absence(server: ServerProc
     assert b"NaN" in body and b"Infinity" in body
     r = ingest(server.base_url, token, body)
     assert r.status_code == 200, r.text
-    assert rows(db_url, "SELECT value FROM metric_samples") == [(5.0,)]
+    own = (
+        "SELECT m.value FROM metric_samples m JOIN metric_series s ON s.id = m.series_id "
+        "JOIN hosts h ON h.id = s.host_id WHERE h.name = :host"
+    )  # the shared server holds the earlier tests' samples too
+    assert rows(db_url, own, host=host) == [(5.0,)]
     assert httpx.get(server.base_url + "/metrics").status_code == 200
 
 
+# a server of its own: the test drops its database
 def test_healthz_never_shows_the_drivers_error_text(pg, tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = pg.fresh()
     srv = ServerProcess(url).start()
@@ -176,6 +190,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+# a server of its own: its database lives on a small disk the test fills
 def test_a_full_disk_is_called_a_full_disk_by_healthz_and_ingest(small_disk: Path) -> None:
     from app.store.db import upgrade
 

@@ -5,7 +5,7 @@ site can neither forge a change (CSRF) in any auth mode nor frame the pages."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -39,6 +39,7 @@ def internal_service() -> Iterator[str]:
     srv.shutdown()
 
 
+# its own `serve`: the test is that this start is refused
 def test_auth_none_refuses_a_network_address_and_says_how_to_create_the_first_admin(db_url: str) -> None:
     proc = cli(
         "serve", "--host", "0.0.0.0", "--port", str(free_port()), "--database-url", db_url, check=False
@@ -53,7 +54,8 @@ def test_auth_none_refuses_a_network_address_and_says_how_to_create_the_first_ad
     assert "SPECWATCH_AUTH: token" in (ROOT / "compose.yaml").read_text()
 
 
-def test_auth_none_answers_only_loopback_host_names(server: ServerProcess) -> None:
+def test_auth_none_answers_only_loopback_host_names(shared_server: ServerProcess) -> None:
+    server = shared_server
     # DNS rebinding: evil.example re-pointed at 127.0.0.1; the browser sends Host: evil.example
     for method, path in (("GET", "/api/v1/tokens"), ("POST", "/api/v1/tokens")):
         r = httpx.request(method, server.base_url + path, headers={"Host": f"evil.example:{server.port}"})
@@ -64,31 +66,47 @@ def test_auth_none_answers_only_loopback_host_names(server: ServerProcess) -> No
 
 
 def test_receiver_test_reports_the_status_never_the_answer(
-    server: ServerProcess, internal_service: str
+    shared_server: ServerProcess, internal_service: str, unique: Callable[[str], str]
 ) -> None:
-    base = server.base_url + "/api/v1"
-    for path in ("/meta", "/missing"):
-        made = httpx.post(base + "/receivers", json={"url": internal_service + path, "name": path[1:]})
-        assert made.status_code == 201, made.text
-        rid = made.json()["id"]
-        r = httpx.post(f"{base}/receivers/{rid}/test")
-        assert r.status_code == 200, r.text
-        assert "INTERNAL-ONLY" not in r.text and "AKIA" not in r.text, r.text
-        listed = httpx.get(base + "/receivers").text
-        assert "INTERNAL-ONLY" not in listed, "nor in the receiver's latest error"
-    assert r.json()["http_status"] == 404 and not r.json()["ok"]
+    base = shared_server.base_url + "/api/v1"
+    made_ids: list[int] = []
+    try:
+        for path in ("/meta", "/missing"):
+            made = httpx.post(
+                base + "/receivers", json={"url": internal_service + path, "name": unique(path[1:])}
+            )
+            assert made.status_code == 201, made.text
+            rid = made.json()["id"]
+            made_ids.append(rid)
+            r = httpx.post(f"{base}/receivers/{rid}/test")
+            assert r.status_code == 200, r.text
+            assert "INTERNAL-ONLY" not in r.text and "AKIA" not in r.text, r.text
+            listed = httpx.get(base + "/receivers").text
+            assert "INTERNAL-ONLY" not in listed, "nor in the receiver's latest error"
+        assert r.json()["http_status"] == 404 and not r.json()["ok"]
+    finally:
+        # the shared server's later incidents are no alerts for a service that is gone with this test
+        for rid in made_ids:
+            httpx.delete(f"{base}/receivers/{rid}")
 
 
-def test_another_site_cannot_forge_a_change_with_auth_none(server: ServerProcess) -> None:
+def test_another_site_cannot_forge_a_change_with_auth_none(
+    shared_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    server, host = shared_server, unique("gpu-node-01")
     base = server.base_url + "/api/v1"
+
+    def own_token() -> dict[str, object]:  # the shared server lists the earlier tests' tokens too
+        return next(t for t in httpx.get(base + "/tokens").json() if t["host"] == host)
+
     # the dashboard itself (same origin) and scripts (no Origin) can change things
     same = httpx.post(
         base + "/tokens",
-        json={"host": "gpu-node-01"},
+        json={"host": host},
         headers={"Origin": server.base_url, "Sec-Fetch-Site": "same-origin"},
     )
     assert same.status_code == 201, same.text
-    token_id = httpx.get(base + "/tokens").json()[0]["id"]
+    token_id = own_token()["id"]
     # what a self-submitting form on another site sends (Chromium's headers), and an older browser's
     forged = httpx.post(
         f"{base}/tokens/{token_id}/revoke",
@@ -97,20 +115,18 @@ def test_another_site_cannot_forge_a_change_with_auth_none(server: ServerProcess
     assert forged.status_code == 403 and "cross-site" in forged.text
     old_browser = httpx.post(f"{base}/tokens/{token_id}/revoke", headers={"Origin": "https://evil.example"})
     assert old_browser.status_code == 403
-    assert httpx.get(base + "/tokens").json()[0]["revoked_at"] is None, "the token was not revoked"
+    assert own_token()["revoked_at"] is None, "the token was not revoked"
     assert httpx.post(f"{base}/tokens/{token_id}/revoke").status_code == 200, "a script without Origin can"
 
 
-def test_another_site_cannot_forge_a_change_with_a_session(db_url: str) -> None:
-    srv = ServerProcess(db_url, env={"SPECWATCH_AUTH": "token"}).start()
-    try:
-        admin = user(db_url, "frank", "admin")
-        with httpx.Client(base_url=srv.base_url) as browser:
-            browser.post("/login", data={"token": admin, "next": "/"})
-            r = browser.post(
-                "/logout", headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
-            )
-            assert r.status_code == 403
-            assert browser.get("/api/v1/hosts").status_code == 200, "the forged logout did nothing"
-    finally:
-        srv.stop()
+def test_another_site_cannot_forge_a_change_with_a_session(
+    shared_token_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    admin = user(shared_token_server.database_url, unique("frank"), "admin")
+    with httpx.Client(base_url=shared_token_server.base_url) as browser:
+        browser.post("/login", data={"token": admin, "next": "/"})
+        r = browser.post(
+            "/logout", headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+        )
+        assert r.status_code == 403
+        assert browser.get("/api/v1/hosts").status_code == 200, "the forged logout did nothing"

@@ -4,9 +4,11 @@ logs out, within the same 10 s as bearer tokens; proxy headers count only from t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import closing
 
 import httpx
+import pytest
 
 from tests.support.harness import ServerProcess, cli, wait_for
 from tests.support.security import SILENCE, user
@@ -19,12 +21,15 @@ def login(base: str, token: str) -> httpx.Client:
     return browser
 
 
-def test_revoking_the_user_ends_its_browser_session(token_server: ServerProcess, db_url: str) -> None:
-    admin = user(db_url, "mallory", "admin")
-    with closing(login(token_server.base_url, admin)) as browser:
+def test_revoking_the_user_ends_its_browser_session(
+    shared_token_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    db_url, name = shared_token_server.database_url, unique("mallory")
+    admin = user(db_url, name, "admin")
+    with closing(login(shared_token_server.base_url, admin)) as browser:
         csrf = browser.cookies["specwatch_csrf"]
         assert browser.get("/api/v1/hosts").status_code == 200
-        cli("user", "revoke", "mallory", "--database-url", db_url)
+        cli("user", "revoke", name, "--database-url", db_url)
         revoked_at = time.time()
         wait_for(
             "the revoked user's session to be refused",
@@ -39,19 +44,28 @@ def test_revoking_the_user_ends_its_browser_session(token_server: ServerProcess,
 
 
 def test_logout_ends_the_session_on_the_server_not_only_in_the_browser(
-    token_server: ServerProcess, db_url: str
+    shared_token_server: ServerProcess, unique: Callable[[str], str]
 ) -> None:
-    admin = user(db_url, "erin", "admin")
-    with closing(login(token_server.base_url, admin)) as browser:
+    admin = user(shared_token_server.database_url, unique("erin"), "admin")
+    with closing(login(shared_token_server.base_url, admin)) as browser:
         stolen = browser.cookies["specwatch_session"]
         assert browser.get("/api/v1/hosts").status_code == 200
         assert browser.post("/logout").status_code == 303
     # a copy of the cookie (another tab, a stolen one) no longer works: at once on this server
-    copy = httpx.get(token_server.base_url + "/api/v1/hosts", cookies={"specwatch_session": stolen})
+    copy = httpx.get(shared_token_server.base_url + "/api/v1/hosts", cookies={"specwatch_session": stolen})
     assert copy.status_code == 401, copy.text
 
 
-def test_proxy_headers_count_only_from_the_configured_proxy(db_url: str) -> None:
+# the server with the proxy elsewhere is its own (a setting no other test wants); the one with the proxy on
+# loopback is the worker's shared proxy-mode server, on the same backend as the fresh database
+@pytest.mark.parametrize(
+    ("db_url", "shared_proxy_server"),
+    [("sqlite", "sqlite"), pytest.param("postgres", "postgres", marks=pytest.mark.postgres)],
+    indirect=True,
+)
+def test_proxy_headers_count_only_from_the_configured_proxy(
+    db_url: str, shared_proxy_server: ServerProcess
+) -> None:
     # the test talks from 127.0.0.1: with the proxy elsewhere, forged headers from here are ignored
     forged = {"X-Forwarded-User": "eve", "X-Forwarded-Groups": "specwatch-admins"}
     elsewhere = ServerProcess(
@@ -63,8 +77,5 @@ def test_proxy_headers_count_only_from_the_configured_proxy(db_url: str) -> None
         assert httpx.get(elsewhere.base_url + "/api/v1/hosts", headers=forged).status_code == 401
     finally:
         elsewhere.stop()
-    local = ServerProcess(db_url, env={"SPECWATCH_AUTH": "proxy"}).start()  # default: a proxy on loopback
-    try:
-        assert httpx.get(local.base_url + "/api/v1/hosts", headers=forged).status_code == 200
-    finally:
-        local.stop()
+    local = shared_proxy_server  # default: a proxy on loopback
+    assert httpx.get(local.base_url + "/api/v1/hosts", headers=forged).status_code == 200

@@ -16,7 +16,7 @@ from sqlalchemy import create_engine
 from app.detector import incidents
 from app.store.db import session_factory, transaction
 from tests.support import launchdata as ld
-from tests.support.harness import ServerProcess
+from tests.support.harness import ServerProcess, agent_token, wait_for
 
 
 def _ingest(server: ServerProcess, token: str, batches: list[dict[str, Any]]) -> None:
@@ -28,22 +28,40 @@ def _ingest(server: ServerProcess, token: str, batches: list[dict[str, Any]]) ->
             assert r.status_code == 200, r.text
 
 
-def _two_host_launch(server: ServerProcess, make_token: Any, seconds: float = 120, **kw: Any) -> float:
+def _token(server: ServerProcess, host: str) -> str:
+    return agent_token(server.database_url, host)
+
+
+def _launch_id(server: ServerProcess, deployment: str) -> int:
+    """The id the server gave a test's own launch: the tests share a server, so it is not 1."""
+
+    def probe() -> int | None:
+        rows = httpx.get(f"{server.base_url}/api/v1/launches", params={"deployment": deployment}).json()
+        return rows[0]["id"] if rows else None
+
+    return wait_for(f"a launch of {deployment}", probe, timeout=30)
+
+
+def _two_host_launch(
+    server: ServerProcess, hosts: tuple[str, str], deployment: str, seconds: float = 120
+) -> tuple[float, int]:
+    """The launch's start and its id."""
     now = time.time()
     t0 = now - seconds
     for host, ranks, agent in (
-        ("gpu-node-01", [f"TP{i}" for i in range(8)], "agent-a-0001"),
-        ("gpu-node-02", [f"TP{i}" for i in range(8, 16)], "agent-b-0001"),
+        (hosts[0], [f"TP{i}" for i in range(8)], "agent-a-0001"),
+        (hosts[1], [f"TP{i}" for i in range(8, 16)], "agent-b-0001"),
     ):
-        plan = ld.LaunchPlan(host, ranks, t0, agent_id=agent, load_s=30, capture_s=10, **kw)
-        _ingest(server, make_token(host), ld.batches(plan, now, every_s=10))
-    return t0
+        plan = ld.LaunchPlan(host, ranks, t0, deployment, agent_id=agent, load_s=30, capture_s=10)
+        _ingest(server, _token(server, host), ld.batches(plan, now, every_s=10))
+    return t0, _launch_id(server, deployment)
 
 
 def test_timeline_shows_every_rank_grouped_by_host_with_phases_and_gpu_series(
-    server: ServerProcess, make_token: Any
+    shared_server: ServerProcess, unique: Any
 ) -> None:
-    t0 = _two_host_launch(server, make_token)
+    server, node = shared_server, unique("gpu-node")
+    t0, launch = _two_host_launch(server, (f"{node}-01", f"{node}-02"), unique("kimi-k25-eagle3"))
 
     def caught_up(data: dict[str, Any]) -> bool:
         # the detector folds the backlog into rank phases within a tick or two
@@ -51,7 +69,9 @@ def test_timeline_shows_every_rank_grouped_by_host_with_phases_and_gpu_series(
 
     deadline = time.time() + 120  # a ceiling for a loaded machine; a quiet one is caught up in a tick or two
     while True:
-        r = httpx.get(f"{server.base_url}/api/v1/launches/1/timeline", params={"points": 100}, timeout=30)
+        r = httpx.get(
+            f"{server.base_url}/api/v1/launches/{launch}/timeline", params={"points": 100}, timeout=30
+        )
         assert r.status_code == 200, r.text
         data = r.json()
         if caught_up(data) or time.time() > deadline:
@@ -59,8 +79,8 @@ def test_timeline_shows_every_rank_grouped_by_host_with_phases_and_gpu_series(
         time.sleep(0.5)
     labels = [(x["host"], x["label"]) for x in data["ranks"]]
     # TP2 before TP10: numeric order, not string order; host 1's ranks first
-    assert labels == [("gpu-node-01", f"TP{i}") for i in range(8)] + [
-        ("gpu-node-02", f"TP{i}") for i in range(8, 16)
+    assert labels == [(f"{node}-01", f"TP{i}") for i in range(8)] + [
+        (f"{node}-02", f"TP{i}") for i in range(8, 16)
     ]
     tp3 = data["ranks"][3]
     assert tp3["gpu_index"] == 3 and tp3["mem_total_bytes"] == 141 * 2**30
@@ -81,10 +101,11 @@ def test_timeline_shows_every_rank_grouped_by_host_with_phases_and_gpu_series(
     assert 2.5 < sum(acc["mean"]) / len(acc["mean"]) < 3.5
 
 
-def test_wide_ranges_are_downsampled_and_keep_spikes(server: ServerProcess, make_token: Any) -> None:
+def test_wide_ranges_are_downsampled_and_keep_spikes(shared_server: ServerProcess, unique: Any) -> None:
+    server, host, deployment = shared_server, unique("gpu-node-01"), unique("kimi-k25-eagle3")
     now = time.time()
     t0 = now - 600
-    plan = ld.LaunchPlan("gpu-node-01", [f"TP{i}" for i in range(2)], t0, load_s=10, capture_s=5)
+    plan = ld.LaunchPlan(host, [f"TP{i}" for i in range(2)], t0, deployment, load_s=10, capture_s=5)
     batches = ld.batches(plan, now, every_s=20)
     # one bad second: acceptance collapses to 1.0 for a single sample
     spike_ts = t0 + 400
@@ -92,13 +113,10 @@ def test_wide_ranges_are_downsampled_and_keep_spikes(server: ServerProcess, make
         for m in b["metrics"]:
             if m["name"] == "sglang:spec_accept_length" and abs(m["ts"] - spike_ts) < 0.5:
                 m["value"] = 1.0
-    _ingest(server, make_token("gpu-node-01"), batches)
-    full = httpx.get(
-        f"{server.base_url}/api/v1/launches/1/timeline", params={"points": 2000}, timeout=30
-    ).json()
-    small = httpx.get(
-        f"{server.base_url}/api/v1/launches/1/timeline", params={"points": 30}, timeout=30
-    ).json()
+    _ingest(server, _token(server, host), batches)
+    timeline = f"{server.base_url}/api/v1/launches/{_launch_id(server, deployment)}/timeline"
+    full = httpx.get(timeline, params={"points": 2000}, timeout=30).json()
+    small = httpx.get(timeline, params={"points": 30}, timeout=30).json()
     # 2000 points asked: the engine charts get 1000 (1 s samples at full resolution), a rank's thin row 500
     assert full["range"]["bucket_s"] == 1.0 and len(full["engine"]["accept_len"]["ts"]) >= 500
     # the default range ends at the moment of the query, 600 s after t0 plus however long the ingest above took
@@ -117,34 +135,36 @@ def test_wide_ranges_are_downsampled_and_keep_spikes(server: ServerProcess, make
     assert min(acc["mean"]) > 1.5  # ... while the mean smooths it
     # a narrow window at full resolution
     narrow = httpx.get(
-        f"{server.base_url}/api/v1/launches/1/timeline",
-        params={"from": spike_ts - 5, "to": spike_ts + 5, "points": 200},
-        timeout=30,
+        timeline, params={"from": spike_ts - 5, "to": spike_ts + 5, "points": 200}, timeout=30
     ).json()
     assert 1.0 in narrow["engine"]["accept_len"]["mean"]
 
 
-def test_bad_timeline_and_log_requests_get_clear_errors(server: ServerProcess, make_token: Any) -> None:
-    _two_host_launch(server, make_token, seconds=30)
+def test_bad_timeline_and_log_requests_get_clear_errors(shared_server: ServerProcess, unique: Any) -> None:
+    server, node = shared_server, unique("gpu-node")
+    _, launch = _two_host_launch(server, (f"{node}-01", f"{node}-02"), unique("kimi-k25-eagle3"), seconds=30)
     base = server.base_url
-    r = httpx.get(f"{base}/api/v1/launches/99/timeline")
-    assert r.status_code == 404 and "99" in r.json()["detail"]
-    r = httpx.get(f"{base}/api/v1/launches/1/timeline", params={"from": 200, "to": 100})
+    r = httpx.get(f"{base}/api/v1/launches/999999/timeline")  # an id the shared server never hands out
+    assert r.status_code == 404 and "999999" in r.json()["detail"]
+    r = httpx.get(f"{base}/api/v1/launches/{launch}/timeline", params={"from": 200, "to": 100})
     assert r.status_code == 422 and "after" in str(r.json()["detail"])
-    assert httpx.get(f"{base}/api/v1/launches/1/logs", params={"severity": "loud"}).status_code == 422
-    assert httpx.get(f"{base}/launches/99").status_code == 404
+    assert httpx.get(f"{base}/api/v1/launches/{launch}/logs", params={"severity": "loud"}).status_code == 422
+    assert httpx.get(f"{base}/launches/999999").status_code == 404
 
 
-def test_log_panel_filters_by_rank_severity_text_and_moment(server: ServerProcess, make_token: Any) -> None:
+def test_log_panel_filters_by_rank_severity_text_and_moment(
+    shared_server: ServerProcess, unique: Any
+) -> None:
+    server, host, deployment = shared_server, unique("gpu-node-01"), unique("kimi-k25-eagle3")
     now = time.time()
     t0 = now - 60
-    plan = ld.LaunchPlan("gpu-node-01", ["TP0", "TP1"], t0, load_s=20, capture_s=5)
+    plan = ld.LaunchPlan(host, ["TP0", "TP1"], t0, deployment, load_s=20, capture_s=5)
     plan.extra_events += [
         ld._ev(t0 + 30, "raw", "TP1", "NCCL WARN 100% odd_name", "warning"),
         ld._ev(t0 + 31, "traceback", "TP1", "Traceback: RuntimeError", "error"),
     ]
-    _ingest(server, make_token("gpu-node-01"), ld.batches(plan, now, every_s=10))
-    url = f"{server.base_url}/api/v1/launches/1/logs"
+    _ingest(server, _token(server, host), ld.batches(plan, now, every_s=10))
+    url = f"{server.base_url}/api/v1/launches/{_launch_id(server, deployment)}/logs"
     lines = httpx.get(url, params={"rank": "TP1"}).json()["lines"]
     assert lines and {x["rank"] for x in lines} == {"TP1"}
     assert [x["ts"] for x in lines] == sorted(x["ts"] for x in lines)
@@ -163,29 +183,34 @@ def test_log_panel_filters_by_rank_severity_text_and_moment(server: ServerProces
     assert httpx.get(url, params={"rank": "TP1", "after_id": last_id}).json()["lines"] == []
 
 
-def test_tokens_from_the_settings_api_are_shown_once_and_revocable(server: ServerProcess) -> None:
-    base = server.base_url
-    r = httpx.post(f"{base}/api/v1/tokens", json={"host": "gpu-node-09"})
+def test_tokens_from_the_settings_api_are_shown_once_and_revocable(
+    shared_server: ServerProcess, unique: Any
+) -> None:
+    base, host = shared_server.base_url, unique("gpu-node-09")
+    # the shared server lists the tokens of the worker's earlier tests too: this test's are the new ones
+    before = {t["id"] for t in httpx.get(f"{base}/api/v1/tokens").json()}
+    r = httpx.post(f"{base}/api/v1/tokens", json={"host": host})
     assert r.status_code == 201
     token = r.json()["token"]
     listed = httpx.get(f"{base}/api/v1/tokens").json()
-    assert [t["host"] for t in listed] == ["gpu-node-09"]
-    assert token not in json.dumps(listed) and token.startswith(listed[0]["prefix"])
-    batch = ld.batches(ld.LaunchPlan("gpu-node-09", ["TP0"], time.time() - 4), time.time())[0]
+    new = [t for t in listed if t["id"] not in before]
+    assert [t["host"] for t in new] == [host]
+    assert token not in json.dumps(listed) and token.startswith(new[0]["prefix"])
+    batch = ld.batches(ld.LaunchPlan(host, ["TP0"], time.time() - 4, unique("kimi")), time.time())[0]
     assert (
         httpx.post(
             f"{base}/api/v1/ingest", json=batch, headers={"Authorization": f"Bearer {token}"}
         ).status_code
         == 200
     )
-    assert httpx.post(f"{base}/api/v1/tokens/{listed[0]['id']}/revoke").status_code == 200
-    assert httpx.post(f"{base}/api/v1/tokens/{listed[0]['id']}/revoke").status_code == 409
+    assert httpx.post(f"{base}/api/v1/tokens/{new[0]['id']}/revoke").status_code == 200
+    assert httpx.post(f"{base}/api/v1/tokens/{new[0]['id']}/revoke").status_code == 409
     batch["seq"] = 1
     r = httpx.post(f"{base}/api/v1/ingest", json=batch, headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 401
     bad = httpx.post(f"{base}/api/v1/tokens", json={"host": "no spaces <b>"})
     assert bad.status_code == 422
-    assert len(httpx.get(f"{base}/api/v1/tokens").json()) == 1
+    assert len(httpx.get(f"{base}/api/v1/tokens").json()) == len(before) + 1
 
 
 def _open_incident(db_url: str, **kw: Any) -> int:
@@ -208,6 +233,8 @@ def _open_incident(db_url: str, **kw: Any) -> int:
         engine.dispose()
 
 
+# a server of its own: it reads the whole open-incident list, where a shared server's detector opens incidents
+# on the earlier tests' launches
 def test_resolving_an_incident_by_hand(server: ServerProcess, db_url: str) -> None:
     inc_id = _open_incident(db_url, culprit="TP11", ranks=["TP11"])
     base = server.base_url
@@ -220,6 +247,8 @@ def test_resolving_an_incident_by_hand(server: ServerProcess, db_url: str) -> No
     assert httpx.post(f"{base}/api/v1/incidents/4242/resolve").status_code == 404
 
 
+# a server of its own: the stream ticks on any change, and a shared server's detector keeps changing the states
+# of the earlier tests' launches
 def test_stream_announces_new_data_within_a_poll(server: ServerProcess, make_token: Any) -> None:
     token = make_token("gpu-node-01")
     plan = ld.LaunchPlan("gpu-node-01", ["TP0"], time.time() - 2)
@@ -259,27 +288,32 @@ def test_stream_announces_new_data_within_a_poll(server: ServerProcess, make_tok
 
 
 def test_wide_ranges_read_minute_rollups_and_the_fresh_tail_from_raw_samples(
-    server: ServerProcess, make_token: Any, db_url: str
+    shared_server: ServerProcess, unique: Any
 ) -> None:
-    from sqlalchemy import delete
+    from sqlalchemy import delete, select
 
     from app.jobs import rollups
     from app.store import models
 
+    server, host, deployment = shared_server, unique("gpu-node-01"), unique("kimi-k25-eagle3")
     now = time.time()
     t0 = now - 900
-    plan = ld.LaunchPlan("gpu-node-01", ["TP0", "TP1"], t0, load_s=120, capture_s=20)
-    _ingest(server, make_token("gpu-node-01"), ld.batches(plan, now, every_s=60))
-    engine = create_engine(db_url)
+    plan = ld.LaunchPlan(host, ["TP0", "TP1"], t0, deployment, load_s=120, capture_s=20)
+    _ingest(server, _token(server, host), ld.batches(plan, now, every_s=60))
+    timeline = f"{server.base_url}/api/v1/launches/{_launch_id(server, deployment)}/timeline"
+    engine = create_engine(server.database_url)
     try:
         with transaction(session_factory(engine)) as s:
             rollups.roll_up(s, now, since=t0)
-            # raw samples of the first ten minutes are gone (as after raw retention): only rollups remain
-            s.execute(delete(models.GpuSample).where(models.GpuSample.ts < now - 300))
+            # raw samples of the first ten minutes are gone (as after raw retention): only rollups remain. This
+            # launch's GPUs only: the other tests' samples on the shared server are theirs
+            own = select(models.Gpu.id).join(models.Host).where(models.Host.name == host)
+            old = (models.GpuSample.ts < now - 300) & models.GpuSample.gpu_id.in_(own)
+            s.execute(delete(models.GpuSample).where(old))
     finally:
         engine.dispose()
     wide = httpx.get(
-        f"{server.base_url}/api/v1/launches/1/timeline",
+        timeline,
         params={"from": now - 1800, "to": now, "points": 20},
         timeout=30,
     ).json()
@@ -290,7 +324,7 @@ def test_wide_ranges_read_minute_rollups_and_the_fresh_tail_from_raw_samples(
     # memory climbs during loading (rolled-up minutes), then is held at 138 GiB (raw tail)
     assert gpu["mem_gib"][0] < 60 and gpu["mem_gib"][-1] == pytest.approx(138, abs=1)
     narrow = httpx.get(
-        f"{server.base_url}/api/v1/launches/1/timeline",
+        timeline,
         params={"from": t0, "to": t0 + 300, "points": 300},
         timeout=30,
     ).json()

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 
-from tests.support.harness import ServerProcess, cli, make_batch
+from tests.support.harness import ServerProcess, agent_token, cli, make_batch
 from tests.support.security import SILENCE, user
 
 
-def test_token_mode_roles_and_bearer_access(token_server: ServerProcess, db_url: str, make_token) -> None:
-    base = token_server.base_url
-    viewer, admin = user(db_url, "alice", "viewer"), user(db_url, "ops-bot", "admin")
+def test_token_mode_roles_and_bearer_access(
+    shared_token_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    base, db_url = shared_token_server.base_url, shared_token_server.database_url
+    alice, host = unique("alice"), unique("gpu-node-01")
+    viewer, admin = user(db_url, alice, "viewer"), user(db_url, unique("ops-bot"), "admin")
     assert httpx.get(base + "/api/v1/launches").status_code == 401
     page = httpx.get(base + "/", headers={"Accept": "text/html"})
     assert page.status_code == 303 and page.headers["location"].startswith("/login")
@@ -22,10 +27,10 @@ def test_token_mode_roles_and_bearer_access(token_server: ServerProcess, db_url:
     r = httpx.post(base + "/api/v1/silences", json=SILENCE, headers={"Authorization": f"Bearer {admin}"})
     assert r.status_code in (200, 201), r.text
     # agents keep their own host-scoped tokens: ingest is unaffected by dashboard auth
-    agent = make_token("gpu-node-01")
+    agent = agent_token(db_url, host)
     assert (
         httpx.post(
-            base + "/api/v1/ingest", json=make_batch(), headers={"Authorization": f"Bearer {agent}"}
+            base + "/api/v1/ingest", json=make_batch(host), headers={"Authorization": f"Bearer {agent}"}
         ).status_code
         == 200
     )
@@ -33,7 +38,7 @@ def test_token_mode_roles_and_bearer_access(token_server: ServerProcess, db_url:
     assert (
         httpx.get(base + "/api/v1/launches", headers={"Authorization": f"Bearer {agent}"}).status_code == 401
     )
-    cli("user", "revoke", "alice", "--database-url", db_url)
+    cli("user", "revoke", alice, "--database-url", db_url)
     import time
 
     deadline = time.time() + 15
@@ -42,9 +47,11 @@ def test_token_mode_roles_and_bearer_access(token_server: ServerProcess, db_url:
     assert httpx.get(base + "/api/v1/hosts", headers=as_viewer).status_code == 401
 
 
-def test_browser_session_needs_the_csrf_token_for_changes(token_server: ServerProcess, db_url: str) -> None:
-    admin = user(db_url, "carol", "admin")
-    with httpx.Client(base_url=token_server.base_url) as browser:
+def test_browser_session_needs_the_csrf_token_for_changes(
+    shared_token_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    admin = user(shared_token_server.database_url, unique("carol"), "admin")
+    with httpx.Client(base_url=shared_token_server.base_url) as browser:
         bad = browser.post("/login", data={"token": "swu_wrong", "next": "/"})
         assert bad.status_code == 401 and "not valid" in bad.text
         r = browser.post("/login", data={"token": admin, "next": "//evil.example/"})
@@ -60,15 +67,11 @@ def test_browser_session_needs_the_csrf_token_for_changes(token_server: ServerPr
         assert ok.status_code in (200, 201), ok.text
 
 
-def test_proxy_mode_trusts_the_proxy_headers(db_url: str) -> None:
-    srv = ServerProcess(db_url, env={"SPECWATCH_AUTH": "proxy"}).start()
-    try:
-        base = srv.base_url
-        assert httpx.get(base + "/api/v1/launches").status_code == 401
-        viewer = {"X-Forwarded-User": "dave", "X-Forwarded-Groups": "ml-infra"}
-        assert httpx.get(base + "/api/v1/launches", headers=viewer).status_code == 200
-        assert httpx.post(base + "/api/v1/silences", json=SILENCE, headers=viewer).status_code == 403
-        admin = {"X-Forwarded-User": "erin", "X-Forwarded-Groups": "ml-infra, specwatch-admins"}
-        assert httpx.post(base + "/api/v1/silences", json=SILENCE, headers=admin).status_code in (200, 201)
-    finally:
-        srv.stop()
+def test_proxy_mode_trusts_the_proxy_headers(shared_proxy_server: ServerProcess) -> None:
+    base = shared_proxy_server.base_url
+    assert httpx.get(base + "/api/v1/launches").status_code == 401
+    viewer = {"X-Forwarded-User": "dave", "X-Forwarded-Groups": "ml-infra"}
+    assert httpx.get(base + "/api/v1/launches", headers=viewer).status_code == 200
+    assert httpx.post(base + "/api/v1/silences", json=SILENCE, headers=viewer).status_code == 403
+    admin = {"X-Forwarded-User": "erin", "X-Forwarded-Groups": "ml-infra, specwatch-admins"}
+    assert httpx.post(base + "/api/v1/silences", json=SILENCE, headers=admin).status_code in (200, 201)
