@@ -74,28 +74,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if "slow" not in item.keywords]
 
 
-class _LoadGroupIds:
-    """pytest-xdist 3.8 tells its loadgroup scheduler an item's group by a suffix on the item's node id, written
-    to a field pytest 9.2 no longer reads (pytest-xdist#1386): every group above is then silently ignored, a
-    module fixture is built on each worker that runs a test of its module, and a shared server in an auth mode
-    is started on each worker too. Until a release of xdist writes it where pytest keeps the id, this does."""
+class _LoadGroupCheck:
+    """pytest-xdist tells its loadgroup scheduler an item's group by a suffix on the item's node id. Under
+    pytest 9.2 that suffix is written to a field pytest no longer reads (pytest-xdist#1386), and every group
+    above is silently ignored: a module fixture (five torchrun jobs, a site of servers and agents) is built again
+    on each worker that runs one of its tests. pyproject.toml keeps pytest below 9.2 until xdist is fixed; this
+    stops a run whose groups are lost, instead of letting it cost the suite minutes without a word."""
 
-    @pytest.hookimpl(trylast=True)  # after xdist's own hook: where that one worked, there is nothing to do
+    def __init__(self) -> None:
+        self.lost: set[str] = set()
+
+    @pytest.hookimpl(trylast=True)  # after xdist's own hook, which writes the suffix
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if not getattr(config.option, "loadgroup", False):  # set in the workers of --dist loadgroup only
-            return
-        from _pytest.nodeid import coerce_node_id
+        if getattr(config.option, "loadgroup", False):  # set in the workers of --dist loadgroup only
+            self.lost = {
+                i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid
+            }
 
-        for item in items:
-            marks = item.iter_markers("xdist_group")
-            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
-            suffix = "@" + "_".join(names)
-            if names and not item.nodeid.endswith(suffix):
-                item._id = coerce_node_id(item.nodeid + suffix)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        # a failure each grouped test reports (an error raised in a worker's collection shows no message)
+        if item.nodeid in self.lost:
+            pytest.fail(
+                f"--dist loadgroup does not group under pytest {pytest.__version__} (pytest-xdist#1386): "
+                "install the dev extra's pytest (make setup)",
+                pytrace=False,
+            )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(_LoadGroupIds(), "specwatch-loadgroup-ids")
+    config.pluginmanager.register(_LoadGroupCheck(), "specwatch-loadgroup-check")
 
 
 @pytest.hookimpl(wrapper=True)
