@@ -8,13 +8,23 @@ from typing import Any
 
 import httpx
 
-from tests.support.harness import agent_token, cli, make_batch
+from tests.support.harness import agent_token, make_batch
 
 SILENCE = {"kind": "low_acceptance", "duration": "1h", "reason": "draft retraining"}
 
 
 def user(db_url: str, name: str, role: str) -> str:
-    return str(cli("user", "add", name, "--role", role, "--database-url", db_url).stdout.strip())
+    """A user token made in-process, by the function ``specwatch user add`` calls (tests/system/test_oncall_cli.py
+    runs the command itself): a CLI process costs a second of CPU, and the access tests make a dozen."""
+    from app.access.user_tokens import create_user_token
+    from app.store.db import make_engine, session_factory, transaction
+
+    engine = make_engine(db_url)
+    try:
+        with transaction(session_factory(engine)) as s:
+            return create_user_token(s, name, role)
+    finally:
+        engine.dispose()
 
 
 def ingest(base: str, token: str | None, batch: dict[str, Any] | bytes, gz: bool = False) -> httpx.Response:
