@@ -164,3 +164,18 @@ def insert_ignore(session: Session, table: Any, rows: list[dict[str, Any]], keys
         mod.insert(table).on_conflict_do_nothing(index_elements=keys).returning(*(table.c[k] for k in keys))
     )
     return list(session.execute(stmt, rows).all())
+
+
+def driver_rows(session: Session, sql: str, params: Any = ()) -> list[Any]:
+    """A fixed statement handed to the driver as it is, without SQLAlchemy compiling it (an expanding IN or a
+    Core UPDATE cost more there than in the database, on statements every ingest transaction runs). Errors are
+    still SQLAlchemy's, so a lost database is still a 503."""
+    return list(session.connection().exec_driver_sql(sql, params).all())
+
+
+def any_of(session: Session, column: str, values: list[Any]) -> tuple[str, tuple[Any, ...]]:
+    """``column`` equal to one of ``values``, in the driver's SQL and positional parameters: one array on
+    PostgreSQL (one statement text whatever the count), a list of placeholders on SQLite."""
+    if session.get_bind().dialect.name == "postgresql":
+        return f"{column} = ANY(%s)", (values,)
+    return f"{column} IN ({', '.join('?' * len(values))})", tuple(values)
