@@ -194,29 +194,37 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
     assert server.proc is not None
     proc = psutil.Process(server.proc.pid)
     procs = [proc, *proc.children(recursive=True)]
-    spy = None
+    spies = []
     if profile is not None:
-        # the HTTP process (ingest), GIL-holding samples only: where its one core of Python goes
-        spy = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("py-spy")),
-                "record",
-                "--gil",
-                "--format",
-                "raw",
-                "--nonblocking",
-                "--rate",
-                "100",
-                "--duration",
-                str(int(seconds)),
-                "--pid",
-                str(proc.pid),
-                "--output",
-                str(profile),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        # GIL-holding samples only: where each process's one core of Python goes; the HTTP process (ingest)
+        # into PROFILE, the jobs process (the detector reading back what was stored) beside it
+        jobs = [p for p in procs[1:] if "jobs" in " ".join(p.cmdline())]
+        targets = [(proc.pid, profile)] + [
+            (j.pid, profile.with_name(profile.stem + "-jobs.txt")) for j in jobs
+        ]
+        spies = [
+            subprocess.Popen(
+                [
+                    str(Path(sys.executable).with_name("py-spy")),
+                    "record",
+                    "--gil",
+                    "--format",
+                    "raw",
+                    "--nonblocking",
+                    "--rate",
+                    "100",
+                    "--duration",
+                    str(int(seconds)),
+                    "--pid",
+                    str(pid),
+                    "--output",
+                    str(out),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for pid, out in targets
+        ]
     me = psutil.Process()
     db0 = limits.pg_database_cpu(url) if name == "postgres" else {}
     cpu0 = cpu_of(procs)
@@ -232,7 +240,7 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
     gen1 = me.cpu_times().user + me.cpu_times().system
     load1 = os.getloadavg()[0]
     batches_per_tx = group_commit_size(server.base_url)
-    if spy is not None:
+    for spy in spies:
         spy.wait(timeout=60)
     server.stop()
     limit_after, limit_cpu_after = limit_rate(name, url, n_agents)

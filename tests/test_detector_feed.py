@@ -3,6 +3,8 @@ commits sequence ids out of order (a lower id becoming visible after a higher on
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import insert, select
 
@@ -141,5 +143,73 @@ def test_a_rolled_back_id_is_rechecked_only_while_it_could_still_commit(pg) -> N
         with sessions() as s:
             assert feed.read(s, wall=111.0) == []
         assert feed.cursors["events"].gaps == {}  # older than rescan_s: rolled back, forgotten
+    finally:
+        engine.dispose()
+
+
+def test_process_and_gpu_samples_read_back_as_stored_with_the_exit_code_of_an_exit(db_url: str) -> None:
+    """What the detector sees of an engine process is what the agent sent, over several reads of the feed
+    (which keeps what a process row says between them), and its exit code arrives with the exit."""
+    from agents import wire
+    from app.ingest.batches import store_batch
+
+    engine = make_engine(db_url)
+    sessions = session_factory(engine)
+    now = 1_780_000_000.0
+
+    def proc(ts: float, state: str = "R", code: int | None = None) -> wire.ProcessSample:
+        return wire.ProcessSample(
+            ts=ts,
+            pid=4242,
+            create_time=now - 600,
+            name="sglang::scheduler_TP0",
+            rank="TP0",
+            role="scheduler",
+            engine="sglang",
+            state=state,
+            threads=12,
+            rss_bytes=2**30,
+            cpu_time_s=ts - now + 5.0,
+            cpu_pct=99.5,
+            io_read_bytes=7,
+            exit_code=code,
+        )
+
+    def send(seq: int, ts: float, p: wire.ProcessSample) -> None:
+        gpu = wire.GpuSample(
+            ts=ts,
+            index=0,
+            uuid="GPU-a-0",
+            util_gpu_pct=97.0,
+            mem_used_bytes=5 * 2**30,
+            mem_total_bytes=80 * 2**30,
+            power_w=600.0 + seq,
+            power_limit_w=700.0,
+            processes=[wire.GpuProcess(pid=4242, used_mem_bytes=2**30)],
+        )
+        agent = wire.AgentInfo(host="gpu-a", agent_id="agent-0001", deployment="prod")
+        with sessions() as s, s.begin():
+            store_batch(s, wire.IngestBatch(agent=agent, seq=seq, sent_at=ts, gpus=[gpu], processes=[p]), ts)
+
+    try:
+        feed = Feed()
+        seen: list[tuple[str, Any]] = []
+        for seq, p in enumerate([proc(now), proc(now + 1), proc(now + 2, "exited", 137)]):
+            send(seq, p.ts, p)
+            with sessions() as s:
+                seen += [(r.host, r.item) for r in feed.read(s)]
+        procs = [item for _, item in seen if isinstance(item, wire.ProcessSample)]
+        assert [(p.ts, p.state, p.exit_code) for p in procs] == [
+            (now, "R", None),
+            (now + 1, "R", None),
+            (now + 2, "exited", 137),
+        ]
+        assert procs[1] == proc(now + 1)  # every field the agent sent that the detector reads
+        gpus = [item for _, item in seen if isinstance(item, wire.GpuSample)]
+        assert [(g.uuid, g.index, g.power_w, g.power_limit_w, g.mem_total_bytes) for g in gpus] == [
+            ("GPU-a-0", 0, 600.0 + k, 700.0, 80 * 2**30) for k in range(3)
+        ]
+        assert [[q.pid for q in g.processes] for g in gpus] == [[4242]] * 3
+        assert {h for h, _ in seen} == {"gpu-a"}
     finally:
         engine.dispose()

@@ -6,10 +6,11 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.access import tokens
+from app.store.db import any_of, driver_rows
 from app.store.models import AgentToken
 
 TOKEN_PREFIX = "swa_"
@@ -25,22 +26,23 @@ class TokenInfo:
     host_name: str
 
 
-_T = AgentToken.__table__.c
-# built once: this runs for every ingest transaction
-_LIVE_TOKENS = select(_T.id, _T.host_name, _T.token_hash).where(
-    _T.token_hash.in_(bindparam("digests", expanding=True)), _T.revoked_at.is_(None)
+# this runs for every ingest transaction: the driver's SQL (app/store/db.py driver_rows)
+_LIVE_TOKENS = (
+    f'SELECT id, host_name, token_hash FROM "{AgentToken.__tablename__}" WHERE revoked_at IS NULL AND '
 )
 
 
 def verify_tokens(session: Session, presented: Iterable[str]) -> dict[str, TokenInfo]:
     """The host of each known, unrevoked token among ``presented`` (one query for a whole ingest group)."""
     digests = {tokens.hash_token(t): t for t in presented}
-    rows = session.connection().execute(_LIVE_TOKENS, {"digests": list(digests)}).all()
+    if not digests:
+        return {}
+    where, params = any_of(session, "token_hash", list(digests))
     found: dict[str, TokenInfo] = {}
-    for row in rows:
-        token = digests.get(row.token_hash)
-        if token is not None and tokens.digest_matches(row.token_hash, token):
-            found[token] = TokenInfo(id=row.id, host_name=row.host_name)
+    for id_, host_name, digest in driver_rows(session, _LIVE_TOKENS + where, params):
+        token = digests.get(digest)
+        if token is not None and tokens.digest_matches(digest, token):
+            found[token] = TokenInfo(id=id_, host_name=host_name)
     return found
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.store.db import any_of, driver_rows
 from app.store.models import StackRequest
 
 # Asking again for the same pid sooner than this adds nothing: a hung process's stack does not change.
@@ -37,21 +38,22 @@ def request(
     return True
 
 
-_SR = StackRequest.__table__.c
-# built once: this runs for every ingest transaction
-_PENDING = select(_SR.id, _SR.host_id, _SR.pid).where(
-    _SR.host_id.in_(bindparam("hosts", expanding=True)), _SR.sent_at.is_(None)
-)
+# this runs for every ingest transaction: the driver's SQL (app/store/db.py driver_rows)
+_PENDING = f'SELECT id, host_id, pid FROM "{StackRequest.__tablename__}" WHERE sent_at IS NULL AND '
 
 
 def claim(session: Session, host_ids: Iterable[int], now: float) -> dict[int, list[int]]:
     """Pending pids per host, marked sent in the caller's transaction (so an ack that fails to commit leaves
     them pending). One query for a whole ingest group."""
-    rows = session.connection().execute(_PENDING, {"hosts": list(set(host_ids))}).all()
+    hosts = list(set(host_ids))
+    if not hosts:
+        return {}
+    where, params = any_of(session, "host_id", hosts)
+    rows = driver_rows(session, _PENDING + where, params)
     if not rows:
         return {}
-    session.execute(update(StackRequest).where(StackRequest.id.in_([r.id for r in rows])).values(sent_at=now))
+    session.execute(update(StackRequest).where(StackRequest.id.in_([r[0] for r in rows])).values(sent_at=now))
     pids: dict[int, set[int]] = {}
-    for r in rows:
-        pids.setdefault(r.host_id, set()).add(r.pid)
+    for _, host_id, pid in rows:
+        pids.setdefault(host_id, set()).add(pid)
     return {h: sorted(p) for h, p in pids.items()}

@@ -13,8 +13,6 @@ from agents import wire
 from agents.wire import SENT_AT_HEADER
 from app.ingest import launches, tables
 from app.ingest.cache import IngestCache
-from app.store import models
-from app.store.db import insert_ignore
 
 
 class BatchRejected(ValueError):
@@ -178,6 +176,12 @@ _PG_CLAIM = (
     'ON CONFLICT ("host_id", "agent_id", "seq") DO NOTHING RETURNING "host_id", "agent_id", "seq"'
 )
 
+_SQLITE_CLAIM = (
+    f'INSERT INTO "ingested_batches" ({", ".join(_CLAIM_COLUMNS)}) VALUES %s '
+    'ON CONFLICT ("host_id", "agent_id", "seq") DO NOTHING RETURNING "host_id", "agent_id", "seq"'
+)
+_SQLITE_CLAIM_ROW = "(" + ", ".join("?" * len(_CLAIM_COLUMNS)) + ")"
+
 
 def _claim(session: Session, rows: list[dict[str, Any]]) -> set[tuple[int, str, int]]:
     """The idempotency keys of ``rows`` that this transaction inserted (the others were stored before)."""
@@ -187,11 +191,13 @@ def _claim(session: Session, rows: list[dict[str, Any]]) -> set[tuple[int, str, 
     if conn.dialect.name == "postgresql":
         arrays = {c: [r[c] for r in rows] for c in _CLAIM_COLUMNS}
         inserted = conn.exec_driver_sql(_PG_CLAIM, arrays).all()
-    else:
-        inserted = insert_ignore(
-            session, models.IngestedBatch.__table__, rows, ["host_id", "agent_id", "seq"]
-        )
-    return {(r.host_id, r.agent_id, r.seq) for r in inserted}
+    else:  # the same statement as one multi-row VALUES, straight to the driver (as above: a tenth of the CPU)
+        inserted = []
+        for k in range(0, len(rows), 100):  # within SQLite's oldest bound-value limit (999)
+            part = rows[k : k + 100]
+            sql = _SQLITE_CLAIM % ", ".join([_SQLITE_CLAIM_ROW] * len(part))
+            inserted += conn.exec_driver_sql(sql, tuple(r[c] for r in part for c in _CLAIM_COLUMNS)).all()
+    return {(h, a, q) for h, a, q in inserted}
 
 
 def store_batch(

@@ -49,18 +49,13 @@ def _table(model: type[models.Base]) -> Table:
 
 # Statements of every ingest transaction, built once (building a statement costs more than running it)
 _H, _G, _P = _table(models.Host), _table(models.Gpu), _table(models.Process)
+# the driver's own SQL, per paramstyle: every ingest transaction runs it, and compiling the Core UPDATE and
+# processing its parameters cost more than the update
 _HOST_SEEN = (
-    update(_H)
-    .where(_H.c.id == bindparam("hid"))
-    .values(
-        last_seen=bindparam("seen"),
-        agent_version=bindparam("version"),
-        agent_id=bindparam("aid"),
-        interval_s=bindparam("interval"),
-        spool_dropped_batches=bindparam("dropped_b"),
-        spool_dropped_samples=bindparam("dropped_s"),
-    )
+    'UPDATE "hosts" SET last_seen = {p}, agent_version = {p}, agent_id = {p}, interval_s = {p}, '
+    "spool_dropped_batches = {p}, spool_dropped_samples = {p} WHERE id = {p}"
 )
+_HOST_SEEN_SQL = {"postgresql": _HOST_SEEN.format(p="%s"), "sqlite": _HOST_SEEN.format(p="?")}
 _GPU_META = (
     update(_G)
     .where(_G.c.id == bindparam("gid"))
@@ -140,6 +135,8 @@ def hosts(
     for agent, now in agents:
         if agent.host not in latest or now >= latest[agent.host][1]:
             latest[agent.host] = (agent, now)
+    if not latest:
+        return {}
     missing = [h for h in latest if h not in cache.hosts]
     if missing:
         insert_ignore(
@@ -154,19 +151,19 @@ def hosts(
         )
         M = models.Host
         cache.hosts.update(dict(session.execute(select(M.name, M.id).where(M.name.in_(missing))).all()))
-    _many(
-        session,
-        _HOST_SEEN,
+    conn = session.connection()
+    conn.exec_driver_sql(
+        _HOST_SEEN_SQL[conn.dialect.name],
         [
-            {
-                "hid": cache.hosts[h],
-                "seen": now,
-                "version": agent.version,
-                "aid": agent.agent_id,
-                "interval": agent.interval_s,
-                "dropped_b": agent.spool_dropped_batches,
-                "dropped_s": agent.spool_dropped_samples,
-            }
+            (
+                now,
+                agent.version,
+                agent.agent_id,
+                agent.interval_s,
+                agent.spool_dropped_batches,
+                agent.spool_dropped_samples,
+                cache.hosts[h],
+            )
             # in id order: servers that update the same hosts then lock them in the same order, and
             # a transaction that would wait for one another in a cycle (a deadlock) cannot form here
             for h, (agent, now) in sorted(latest.items(), key=lambda item: cache.hosts[item[0]])

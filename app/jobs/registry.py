@@ -13,6 +13,7 @@ skip their ticks until the lease job has won the lease (within one lease period)
 | detect | detect_interval_s | leader: the detector tick (app/detector/job.py) |
 | alert-sender, alert-reminders | app/alerts | every server / leader (app.alerts.jobs) |
 | metric-rollup | a minute | leader: engine metric rollups for the launch view's charts |
+| wal-checkpoint | 1 s | SQLite, every server: the write-ahead log into the database file (app/store/db.py) |
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from app.context import ServerContext
 from app.detector.job import DetectorService
 from app.jobs import leader, metric_rollups, partitions, retention, rollups
 from app.jobs.background import Job, JobFn, run_job
-from app.store.db import transaction
+from app.store.db import checkpoint_sqlite, transaction
 
 log = logging.getLogger("specwatch")
+
+# SQLite: how often the jobs copy the write-ahead log into the database file, in place of ingest's commits
+WAL_CHECKPOINT_S = 1.0
 
 
 def register(ctx: ServerContext) -> list[Job]:
@@ -45,6 +49,8 @@ def register(ctx: ServerContext) -> list[Job]:
         *alerts.jobs(ctx),
         Job("metric-rollup", rollups.BUCKET_S, metric_rollup_job(ctx), leader_only=True),
     ]
+    if ctx.engine.dialect.name == "sqlite":
+        ctx.jobs.append(Job("wal-checkpoint", WAL_CHECKPOINT_S, checkpoint_job(ctx)))
     return ctx.jobs
 
 
@@ -77,6 +83,13 @@ def prune_job(ctx: ServerContext) -> JobFn:
         with transaction(ctx.sessions) as s:
             rollups.prune_rollups(s, now, settings.retention_rollup_s)
             retention.prune_alert_history(s, now, settings.retention_alerts_s)
+
+    return run
+
+
+def checkpoint_job(ctx: ServerContext) -> JobFn:
+    def run(now: float) -> None:
+        checkpoint_sqlite(ctx.engine)
 
     return run
 

@@ -88,7 +88,29 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT_PAGES}")
     cur.close()
+
+
+# SQLite copies the write-ahead log back into the database file (a checkpoint) from inside the commit that
+# takes the log past this many pages. At SQLite's default (1,000) that was the ingest writer's commit every few
+# groups: 13 % of its CPU per record and a tenth of a group's time. The server's jobs checkpoint instead, once
+# a second (checkpoint_sqlite, the "wal-checkpoint" job in app/jobs/registry.py); this larger threshold only
+# bounds the log (~40 MiB at 4 KiB pages) where no jobs run.
+SQLITE_AUTOCHECKPOINT_PAGES = 10_000
+
+
+def checkpoint_sqlite(engine: Engine) -> tuple[int, int, int] | None:
+    """Copy the committed write-ahead log into the database file without waiting for readers or writers
+    (PASSIVE): what SQLite would otherwise do inside some writer's commit. SQLite's answer: (1 if it could
+    not run, frames in the log, frames copied)."""
+    if engine.dialect.name != "sqlite":
+        return None
+    with engine.connect() as conn:
+        # on the driver's connection, outside a transaction (the begin hook would take the write lock)
+        raw: Any = conn.connection.driver_connection
+        busy, frames, copied = raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return busy, frames, copied
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
@@ -164,3 +186,18 @@ def insert_ignore(session: Session, table: Any, rows: list[dict[str, Any]], keys
         mod.insert(table).on_conflict_do_nothing(index_elements=keys).returning(*(table.c[k] for k in keys))
     )
     return list(session.execute(stmt, rows).all())
+
+
+def driver_rows(session: Session, sql: str, params: Any = ()) -> list[Any]:
+    """A fixed statement handed to the driver as it is, without SQLAlchemy compiling it (an expanding IN or a
+    Core UPDATE cost more there than in the database, on statements every ingest transaction runs). Errors are
+    still SQLAlchemy's, so a lost database is still a 503."""
+    return list(session.connection().exec_driver_sql(sql, params).all())
+
+
+def any_of(session: Session, column: str, values: list[Any]) -> tuple[str, tuple[Any, ...]]:
+    """``column`` equal to one of ``values``, in the driver's SQL and positional parameters: one array on
+    PostgreSQL (one statement text whatever the count), a list of placeholders on SQLite."""
+    if session.get_bind().dialect.name == "postgresql":
+        return f"{column} = ANY(%s)", (values,)
+    return f"{column} IN ({', '.join('?' * len(values))})", tuple(values)
