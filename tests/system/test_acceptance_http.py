@@ -14,6 +14,7 @@ import pytest
 from agents.preflight import preflight_event, run_preflight
 from tests.support.checkpoints import make_draft, make_target
 from tests.support.harness import ServerProcess, agent_token, chromium_path, make_batch
+from tests.support.security import ingest as post_batch
 
 CMD = (
     "/usr/bin/python3 -m sglang.launch_server --model-path {target} --tp 2 --speculative-algorithm EAGLE3 "
@@ -22,12 +23,7 @@ CMD = (
 
 
 def ingest(server: ServerProcess, token: str, batch: dict[str, Any]) -> None:
-    r = httpx.post(
-        server.base_url + "/api/v1/ingest",
-        json=batch,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    )
+    r = post_batch(server.base_url, token, batch)
     assert r.status_code == 200, r.text
 
 
