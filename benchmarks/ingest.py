@@ -119,16 +119,36 @@ METRIC_NAMES = [
 ]
 
 
-def group_commit_size(base_url: str) -> float | None:
-    """Batches per ingest transaction, from the server's own /metrics."""
+def ingest_counters(base_url: str) -> dict[str, float]:
+    """The server's own ingest counters (/metrics): batches, transactions, its writer thread's time."""
     from prometheus_client.parser import text_string_to_metric_families
 
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(httpx.get(base_url + "/metrics", timeout=30).text):
         for sample in family.samples:
-            values[sample.name] = sample.value
-    tx = values.get("specwatch_ingest_transactions_total")
-    return round(values["specwatch_ingest_batches_total"] / tx, 1) if tx else None
+            if sample.name.startswith("specwatch_ingest_"):
+                values[sample.name] = sample.value
+    return values
+
+
+def writer_figures(
+    before: dict[str, float], after: dict[str, float], wall: float, stored: int
+) -> dict[str, Any]:
+    """Group-commit size, and how busy the one writer thread was over the run: near 1, the serial writer is
+    what limits the rate, not the cores."""
+
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    tx = delta("specwatch_ingest_transactions_total")
+    busy = delta("specwatch_ingest_writer_busy_seconds_total")
+    cpu = delta("specwatch_ingest_writer_cpu_seconds_total")
+    return {
+        "batches_per_transaction": round(delta("specwatch_ingest_batches_total") / tx, 1) if tx else None,
+        "writer_busy_share": round(busy / wall, 2),
+        "writer_cpu_share": round(cpu / wall, 2),
+        "writer_cpu_us_per_record": round(1e6 * cpu / max(stored, 1), 1),
+    }
 
 
 def make_tokens(url: str, hosts: list[str]) -> dict[str, str]:
@@ -231,6 +251,7 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
     http0 = cpu_of([proc])
     gen0 = me.cpu_times().user + me.cpu_times().system
     load0 = os.getloadavg()[0]
+    counters0 = ingest_counters(server.base_url)
     t0 = time.time()
     n, lat, errors = uvloop.run(load(server.base_url, tokens, seconds, lambda h, a: batch(h, a, 0, 0.0)))
     wall = time.time() - t0
@@ -239,7 +260,7 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
     db1 = limits.pg_database_cpu(url) if name == "postgres" else {}
     gen1 = me.cpu_times().user + me.cpu_times().system
     load1 = os.getloadavg()[0]
-    batches_per_tx = group_commit_size(server.base_url)
+    counters1 = ingest_counters(server.base_url)
     for spy in spies:
         spy.wait(timeout=60)
     server.stop()
@@ -273,7 +294,8 @@ def run_backend(name: str, url: str, seconds: float, n_agents: int, profile: Pat
         # the same with the database's own CPU (PostgreSQL backends; SQLite runs inside the server)
         "with_db_cpu_us_per_record": round(1e6 * http_cpu_per_record, 1),
         "load_generator_cpu_cores": round((gen1 - gen0) / wall, 2),
-        "batches_per_transaction": batches_per_tx,
+        # the one writer thread: its busy share, and its own CPU (SQLite's work runs inside it)
+        **writer_figures(counters0, counters1, wall, n * RECORDS_PER_BATCH),
         "errors": len(errors),
         f"{limit_name}_rows_per_s": round(limit),
         f"{limit_name}_before_after": [round(limit_before), round(limit_after)],

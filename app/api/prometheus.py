@@ -316,6 +316,17 @@ def ingest_metrics(stats: IngestStats, writer: IngestWriter | None = None) -> It
             "Ingest transactions the database undid to break a deadlock with another server, and run again.",
             value=writer.retries,
         )
+        yield CounterMetricFamily(
+            "specwatch_ingest_writer_busy_seconds",
+            "Time this process's ingest writer thread spent storing groups; its rate near 1 means the "
+            "process is at its ingest capacity (one writer per process).",
+            value=writer.busy_s,
+        )
+        yield CounterMetricFamily(
+            "specwatch_ingest_writer_cpu_seconds",
+            "CPU time of the ingest writer thread; busy minus CPU is time it waited (the GIL, locks, disk).",
+            value=writer.cpu_s,
+        )
 
 
 class StateCollector:

@@ -128,6 +128,11 @@ def test_metrics_show_the_stuck_rank_and_pass_promtool(
     assert series(values, "specwatch_ingest_records_total", kind="gpus") == [8.0]
     assert series(values, "specwatch_ingest_transactions_total") == [1.0]
     assert series(values, "specwatch_ingest_transaction_retries_total") == [0.0]
+    # one transaction stored: its writer was busy for it, and no longer than the server has been up
+    busy = series(values, "specwatch_ingest_writer_busy_seconds_total")
+    cpu = series(values, "specwatch_ingest_writer_cpu_seconds_total")
+    assert len(busy) == 1 and 0 < busy[0] < 60
+    assert len(cpu) == 1 and 0 < cpu[0] <= busy[0] + 0.01
     seen = series(values, "specwatch_agent_last_seen_timestamp_seconds", host="gpu-node-03")
     assert seen and abs(seen[0] - now) < 120
 
