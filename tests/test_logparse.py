@@ -77,6 +77,13 @@ def test_third_party_formats() -> None:
         accept_len=2.4,
         queue_req=1,
     )
+    # Ant Group's fork (sglang#11854) puts the rank tags in that bracket, before the file: the same label
+    # SGLang's own "[... DP3 TP3 EP3]" header gives, not every DP rank folded into one
+    tagged = one(
+        "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 scheduler_metrics_mixin.py:222] Decode batch. "
+        "#running-req: 32, #token: 157952, token usage: 0.21, accept len: 1.93, #queue-req: 0"
+    )
+    check(tagged, "decode_batch", "DP3 TP3 EP3", "2025-10-20 03:02:22", pid=31223, accept_len=1.93)
     nccl = one(
         "gpu-node-3:41820:42001 [3] NCCL INFO comm 0x55d5c0 rank 3 nranks 8 cudaDev 3 nvmlDev 3 busId 1b000 commId 0x9f - Init COMPLETE"
     )
