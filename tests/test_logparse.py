@@ -313,3 +313,76 @@ def test_vllm_start_up_lines_carry_the_workers_rank_from_its_wrapper() -> None:
     check(events[4], "kv_alloc", "TP5", None, kv_size_gb=99.04)
     check(events[5], "kv_alloc", None, None, tokens=2596160)
     check(events[6], "capture_end", "TP7", None, elapsed_s=23)
+
+
+def test_vllm_end_of_run_summaries_are_one_acceptance_report_each() -> None:
+    # examples/offline_inference/spec_decode.py, as pasted in vllm-project/vllm-ascend#7038 (bare print lines)
+    offline = parse_lines(
+        [
+            "-" * 50,
+            "total_num_output_tokens: 200",
+            "num_drafts: 186",
+            "num_draft_tokens: 744",
+            "num_accepted_tokens: 13",
+            "mean acceptance length: 1.07",
+            "-" * 50,
+            "acceptance at token 0: 0.07",
+            "acceptance at token 1: 0.00",
+        ],
+        year=2026,
+    )
+    (report,) = [e for e in offline if e.kind == "spec_metrics"]
+    assert report.fields == {
+        "engine": "vllm",
+        "summary": True,
+        "accept_len": 1.07,
+        "drafted": 744,
+        "accepted": 13,
+        "accept_rate": 13 / 744,
+    }
+    # `vllm bench serve` (vllm-project/vllm#48892): its length before its counts, padded columns
+    bench = parse_lines(
+        [
+            "---------------Speculative Decoding---------------",
+            "Acceptance rate (%):                     43.71     ",
+            "Acceptance length:                       4.50      ",
+            "Drafts:                                  11043     ",
+            "Draft tokens:                            88344     ",
+            "Accepted tokens:                         38611     ",
+            "Per-position acceptance (%):",
+            "  Position 0:                            76.17     ",
+        ],
+        year=2026,
+    )
+    (report,) = [e for e in bench if e.kind == "spec_metrics"]
+    assert (report.fields["accept_len"], report.fields["drafted"], report.fields["accepted"]) == (
+        4.5,
+        88344,
+        38611,
+    )
+    # a block with its length alone (vllm#17504) is one report when it ends, here at the end of the log;
+    # two runs' blocks in one log are two reports
+    alone = parse_lines(
+        ["mean acceptance length:         3.57", "-" * 50, "acceptance at token 0:1.00"], year=2026
+    )
+    assert [e.fields.get("accept_len") for e in alone if e.kind == "spec_metrics"] == [3.57]
+    runs = (("300", "30", "1.30"), ("300", "240", "3.40"))
+    two = parse_lines(
+        [
+            line
+            for d, a, m in runs
+            for line in (
+                f"num_draft_tokens: {d}",
+                f"num_accepted_tokens: {a}",
+                f"mean acceptance length: {m}",
+            )
+        ],
+        year=2026,
+    )
+    assert [e.fields["accept_len"] for e in two if e.kind == "spec_metrics"] == [1.3, 3.4]
+    # the same words inside an ordinary log line are not a summary
+    assert not [
+        e
+        for e in parse_lines(["INFO 03-12 10:15:32 [x.py:1] Drafts: 5"], year=2026)
+        if e.kind == "spec_metrics"
+    ]

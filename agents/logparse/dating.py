@@ -1,16 +1,21 @@
 """The front of a line: the wrappers and collectors' stamps in front of the engine's header, the header's time
 (with or without a date, a year, a zone), and what ``parse-log --stats`` learns about the header from the
-parser. ``LogParser``'s base: the state here is only the clock, the last time seen and the header just read."""
+parser. ``LogParser``'s base: the state here is only the clock, the last time seen, the header just read and the
+lines that wait for the log's first time."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, tzinfo
 from typing import Any
 
+from agents.wire import Event
+
 from . import heads
 from .clock import LocalClock, zoned
 from .progress import looks_like_bar
 from .values import Fields
+
+_MAX_HELD = 10_000
 
 
 class Dating:
@@ -19,6 +24,7 @@ class Dating:
         self.base_date = base_date
         self.year = year  # of year-less headers until a dated line is seen (the caller's --year)
         self.last_ts: float | None = None
+        self._held: list[Event] = []  # events of lines before the first time seen (replaying a file)
         self._seconds: dict[str, float] = {}
         self._dated_wrapper = (
             False  # a dated stamp in this log turned out to be a collector's, not the header
@@ -30,6 +36,23 @@ class Dating:
         self.head_rank = False
         self._cur = ""  # the line being parsed, wrappers removed
         self._tasks = False  # a launcher's task label ("0: ", srun --label) was seen in front of a line
+
+    def _hold(self, events: list[Event], ts: float | None) -> list[Event]:
+        """Lines before the log's first time (a py-spy dump, a traceback, a bar at the top of a pasted excerpt)
+        wait for it rather than being dated 1970; a log with no time at all is released on flush, dated by
+        its reference (the file's date, the caller's year), or when too many are waiting."""
+        self._held += events
+        if ts is not None:
+            return self._release(ts)
+        return self._release(self._reference_ts()) if len(self._held) > _MAX_HELD else []
+
+    def _release(self, ts: float | None) -> list[Event]:
+        held, self._held = self._held, []
+        if ts is not None:
+            for e in held:
+                if e.ts < ts:
+                    e.ts = ts
+        return held
 
     def _ts(self, ts: float | None, now: float | None) -> float:
         if ts is not None:

@@ -18,6 +18,7 @@ from .config import config_fields, is_config_dump
 from .forms import Forms, guess_severity, worker_pid
 from .progress import looks_like_bar, parse_bar
 from .sglang import sglang_message
+from .summary import SpecSummary
 from .supervisors import supervisor_message
 from .torch_nccl import TORCH_STARTS, glog_severity, torch_message
 from .traceback import FRAME, START, Traceback
@@ -48,10 +49,10 @@ class LogParser(Forms):
         # how many tracebacks have started: a tailer compares it around feed() to learn that a line opened
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
-        self._held: list[Event] = []  # events of lines before the first time seen (replaying a file)
         self._took = False  # the line being parsed went into the open traceback
         self._pid_ranks: dict[int, str] = {}  # vLLM workers' pids -> the rank their own lines named
         self._wrap: Wrap | None = None  # a long glog line whose next physical line may be its continuation
+        self._summary = SpecSummary()  # vLLM's end-of-run acceptance summary, a block of bare lines
 
     @property
     def pending(self) -> bool:
@@ -96,27 +97,15 @@ class LogParser(Forms):
     def flush(self) -> list[Event]:
         tb, self._tb = self._tb, None
         out = self._tb_events(tb) if tb is not None else []
+        report = self._summary.close()
+        if report is not None:  # dated like the block's last line (a log with no time: as held lines are)
+            out.append(
+                self._make(self._ts(None, None), "spec_metrics", "info", "", self.default_rank, report)
+            )
         if self._held or self.last_ts is None:
             self._held += out
             out = self._release(self._reference_ts())
         return out
-
-    def _hold(self, events: list[Event], ts: float | None) -> list[Event]:
-        """Lines before the log's first time (a py-spy dump, a traceback, a bar at the top of a pasted excerpt)
-        wait for it rather than being dated 1970; a log with no time at all is released on flush, dated by
-        its reference (the file's date, the caller's year), or when too many are waiting."""
-        self._held += events
-        if ts is not None:
-            return self._release(ts)
-        return self._release(self._reference_ts()) if len(self._held) > _MAX_HELD else []
-
-    def _release(self, ts: float | None) -> list[Event]:
-        held, self._held = self._held, []
-        if ts is not None:
-            for e in held:
-                if e.ts < ts:
-                    e.ts = ts
-        return held
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -320,7 +309,12 @@ class LogParser(Forms):
             bar = parse_bar(s)
             if bar is not None:
                 return self._bar(bar, s, now, extra)
-        return self._message(self._ts(None, now), s, self.default_rank, None, extra)
+        ts = self._ts(None, now)
+        out = self._message(ts, s, self.default_rank, None, extra)
+        report = self._summary.offer(s)
+        if report is not None:
+            out.append(self._make(ts, "spec_metrics", "info", s, self.default_rank, report))
+        return out
 
     def _message(
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
@@ -386,7 +380,6 @@ class LogParser(Forms):
         return out
 
 
-_MAX_HELD = 10_000
 # the first four characters of a line that starts with a level word (vLLM, uvicorn, Python logging)
 _LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT"))
 
