@@ -110,6 +110,59 @@ def test_acceptance_is_judged_by_drafted_tokens_not_lines(tmp_path: Path) -> Non
     assert run_log(tmp_path, off, 2025, name="off.log").incidents == []
 
 
+def test_one_sglang_decode_line_is_judged_by_the_verify_steps_it_covers(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/28405: one line at 63 requests, 40 steps of each; the fix
+    # (sglang#28410) says the race "drops MTP acceptance to nearly zero"
+    line = (
+        "[2026-06-16 16:31:47 TP0] Decode batch, #running-req: 63, #full token: 55552, full token usage: 0.05, "
+        "mamba num: 63, mamba usage: 0.98, accept len: 1.32, accept rate: 0.11, npu graph: True, gen throughput "
+        "(token/s): 492.98, #queue-req: 0"
+    )
+    (inc,) = run_log(tmp_path, [line], 2026).incidents
+    assert inc.kind == "low_acceptance" and inc.phase == "serving"
+    assert any(e["what"] == "verify steps" and "2,520" in e["value"] for e in inc.evidence)
+    # https://github.com/sgl-project/sglang/pull/31047: one line at one request, nothing taken in its 40 steps
+    # (no batch-size switch-off explains that at one request)
+    zero = (
+        "[2026-07-16 08:00:43 TP0] Decode batch, #running-req: 1, #token: 192, token usage: 0.00, accept len: 1.00, "
+        "accept rate: 0.00, cuda graph: True, gen throughput (token/s): 32.87, #queue-req: 0"
+    )
+    (inc,) = run_log(tmp_path, [zero], 2026, name="zero.log").incidents
+    assert inc.kind == "low_acceptance"
+    # https://github.com/sgl-project/sglang/pull/11854: healthy MTP at 32 requests (accept len 1.90-1.93)
+    healthy = [
+        f"2025-10-20 03:02:22 INFO 3122{i} [DP{i} TP{i} EP{i} scheduler_metrics_mixin.py:222] Decode batch. "
+        f"#running-req: 32, #token: 157952, token usage: 0.21, accept len: 1.9{i}, #queue-req: 0"
+        for i in range(2, 6)
+    ]
+    assert run_log(tmp_path, healthy, 2025, name="healthy.log").incidents == []
+    # a low-ish line over few steps is not yet conclusive: 38 % of 40 steps could be a draft taking 45 %
+    few = zero.replace("accept len: 1.00", "accept len: 1.38")
+    assert run_log(tmp_path, [few], 2026, name="few.log").incidents == []
+
+
+def test_a_vllm_summary_block_is_the_run_s_acceptance(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/pull/27732: the drafter's own lm_head overwritten by the target's;
+    # 2.49 once fixed
+    block = [
+        "-" * 50,
+        "total_num_output_tokens: 247751",
+        "num_drafts: 187710",
+        "num_draft_tokens: 563130",
+        "num_accepted_tokens: 59374",
+        "mean acceptance length: 1.32",
+        "-" * 50,
+        "acceptance at token 0: 0.23",
+    ]
+    (inc,) = run_log(tmp_path, block, 2025).incidents
+    assert inc.kind == "low_acceptance"
+    assert any(
+        e["what"] == "drafted tokens" and e["value"] == "59374 of 563130 accepted" for e in inc.evidence
+    )
+    fixed = [line.replace("59374", "148350").replace("1.32", "2.49") for line in block]
+    assert run_log(tmp_path, fixed, 2025, name="fixed.log").incidents == []
+
+
 def test_ranks_past_a_milestone_wait_in_the_next_phase_not_the_one_they_finished(tmp_path: Path) -> None:
     # issue 18: seven ranks printed 'Load weight end' and read "loading weights"; one never finished
     lines = [f"[2026-02-23 15:40:05 TP{i}] Load weight begin. avail mem=137.20 GB" for i in range(8)]

@@ -18,8 +18,9 @@ from agents.preflight.cmdline import SpecConfig
 from agents.preflight.findings import Finding as PreflightFinding
 from agents.preflight.findings import Severity
 from app.rankstate import LaunchState
+from app.rankstate.accept_history import LOW_ACCEPT_LEN
 
-NEAR_ONE = 1.3  # at or below: (almost) nothing accepted; the detector opens low_acceptance here too
+NEAR_ONE = LOW_ACCEPT_LEN  # at or below: (almost) nothing accepted; where the detector opens low_acceptance
 LOW = 1.6  # below: accepted, but far from what a matched EAGLE-3 draft achieves (2.5-4 at 3-5 steps)
 GOOD = 1.6
 RECENT = 30  # reports summarised as "now"

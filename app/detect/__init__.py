@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.detect import drift, engine_reports, faults, hangs
+from app.detect import drafts, drift, engine_reports, faults, hangs
 from app.detect.config import DetectConfig
 from app.detect.findings import (
     HANG_KINDS,
@@ -60,7 +60,7 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
             out.append(hang)
         elif not crash and (div := hangs.divergence(st, now, cfg)) is not None:
             out.append(div)
-        if (acc := faults.low_acceptance(st, now, cfg)) is not None:
+        if (acc := drafts.low_acceptance(st, now, cfg)) is not None:
             out.append(acc)
         # a collapse is low_acceptance's: a drift is reported only while acceptance has not collapsed
         elif (dr := drift.acceptance_drift(st, now, cfg)) is not None:

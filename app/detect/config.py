@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from app.rankstate.accept_history import LOW_ACCEPT_LEN
+
 
 class DetectConfig(BaseModel):
     # --- expected progress per phase: a rank quiet for longer than this (and with no sign of legitimate work)
@@ -99,7 +101,11 @@ class DetectConfig(BaseModel):
         60.0, description="A rank behind its progressing peers (phase or NCCL work count) for this long."
     )
     # --- acceptance
-    low_accept_len: float = Field(1.3, description="Accept length at or below this is 'near 1' (no gain).")
+    low_accept_len: float = Field(
+        LOW_ACCEPT_LEN,
+        description="Accept length at or below this gains nothing: the draft's first token is accepted on at "
+        "most 40 % of verify steps.",
+    )
     low_accept_rate: float = Field(0.05, description="Accept rate at or below this is 'near 0'.")
     low_accept_min_reports: int = Field(
         5,

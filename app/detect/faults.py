@@ -1,18 +1,14 @@
-"""Faults that are not stalls: a rank that crashed, a GPU XID, an agent that went silent, and a draft model
-that is not accepted (low_acceptance)."""
+"""Faults that are not stalls: a rank that crashed, a GPU XID, an agent that went silent. A draft that is not
+accepted (low_acceptance) is app/detect/drafts.py's."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from agents import wire
-from app.acceptance import diagnosis as acceptance
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.rankstate import (
     CLEAN_EXIT_CODES,
     STARTUP_PHASES,
-    AcceptReport,
     Fleet,
     HostState,
     LaunchState,
@@ -33,11 +29,6 @@ CRASH_SIGNALS = frozenset(
         "collective_mismatch",
     }
 )
-
-# Places for other parts to add evidence to a finding of a kind (the draft preflight adds its checkpoint
-# findings to low_acceptance): each takes the launch state and the finding and returns evidence rows.
-Enricher = Callable[[LaunchState, Finding], list[Evidence]]
-ENRICHERS: dict[str, list[Enricher]] = {"low_acceptance": [acceptance.enrich_low_acceptance]}
 
 
 def _crash_signal(r: RankState) -> Signal | None:
@@ -296,90 +287,3 @@ def agents_silent(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
             )
         )
     return out
-
-
-def _accept_window(reports: list[AcceptReport], now: float, cfg: DetectConfig) -> list[AcceptReport]:
-    """The reports of the last ``low_accept_window_s``; when they are too few to judge, the latest ones back
-    to enough evidence: a vLLM line every 15 minutes still says the draft is rejected until one says not."""
-    window = [a for a in reports if now - a.ts <= cfg.low_accept_window_s]
-    i = len(reports) - len(window)
-    drafted = sum(a.drafted or 0 for a in window)
-    while i > 0 and len(window) < cfg.low_accept_min_reports and drafted < cfg.low_accept_min_drafted:
-        i -= 1
-        window.insert(0, reports[i])
-        drafted += reports[i].drafted or 0
-    return window
-
-
-def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:
-    """Speculation on but the draft's tokens are not accepted (accept length near 1, rate near 0), sustained.
-    Not when the engine turns speculation off above a batch size on purpose: then the low reports all sit at
-    batch sizes above every well-accepted one."""
-    if not st.speculative:
-        return None
-    window = _accept_window(st.accept, now, cfg)
-    drafted = sum(a.drafted or 0 for a in window)
-    if len(window) < cfg.low_accept_min_reports and drafted < cfg.low_accept_min_drafted:
-        return None  # judged by evidence, not lines: one vLLM line may cover hundreds of drafted tokens
-
-    def low(a: AcceptReport) -> bool:
-        if a.accept_len is not None:
-            return a.accept_len <= cfg.low_accept_len
-        return a.accept_rate is not None and a.accept_rate <= cfg.low_accept_rate
-
-    lows = [a for a in window if low(a)]
-    if len(lows) < cfg.low_accept_fraction * len(window):
-        return None
-    low_batches = [a.batch for a in lows if a.batch is not None]
-    good_max = st.good_batch_max
-    if good_max is not None and low_batches and min(low_batches) > good_max:
-        return None  # speculation switched off above a batch-size threshold, by design
-    lens = [a.accept_len for a in lows if a.accept_len is not None]
-    rates = [a.accept_rate for a in lows if a.accept_rate is not None]
-    mean_len = sum(lens) / len(lens) if lens else None
-    mean_rate = sum(rates) / len(rates) if rates else None
-    body = [
-        evidence(
-            lows[-1].ts,
-            None,
-            "accept length",
-            f"mean {mean_len:.2f} over {len(lows)} of {len(window)} decode reports"
-            if mean_len is not None
-            else "n/a",
-        ),
-    ]
-    if drafted:
-        accepted = sum(int(a.drafted * (a.accept_rate or 0)) for a in window if a.drafted)
-        body.append(evidence(lows[-1].ts, None, "drafted tokens", f"{accepted} of {drafted} accepted"))
-    if mean_rate is not None:
-        body.append(evidence(lows[-1].ts, None, "accept rate", f"mean {mean_rate:.2f}"))
-    batches = sorted({b for b in low_batches})
-    if batches:
-        body.append(
-            evidence(
-                lows[-1].ts,
-                None,
-                "batch sizes (#running-req)",
-                f"{batches[0]}-{batches[-1]}: low at every size",
-            )
-        )
-    if st.draft_model_type:
-        body.append(evidence(None, None, "draft model", st.draft_model_type))
-    for w in st.weights_warnings[-3:]:
-        body.append(evidence(w.ts, None, "draft weights warning", w.message[:400]))
-    shown = f"accept length {mean_len:.2f}" if mean_len is not None else f"accept rate {mean_rate:.2f}"
-    f = Finding(
-        key=f"accept:{st.key}",
-        kind="low_acceptance",
-        launch=st.key,
-        summary=f"Speculative decoding gains nothing: {shown} over the last {len(window)} decode reports "
-        "(the draft's tokens are rejected; check the draft checkpoint and its hidden-state wiring).",
-        evidence=body,
-        severity="warning",
-        since=lows[0].ts,
-        # hundreds of drafted tokens already measured it over an interval (vLLM's next line is 10 s away)
-        settled=drafted >= cfg.low_accept_min_drafted,
-    )
-    for enrich in ENRICHERS.get("low_acceptance", []):
-        f.evidence.extend(enrich(st, f))
-    return f

@@ -21,6 +21,15 @@ from typing import Any
 MINUTE_S = 60.0
 HISTORY_MINUTES = 24 * 60  # a day of minutes per launch, bounded for memory
 SPEC_OFF_LEN = 1.05
+
+# Accept length - 1 is the drafts accepted per verify step, at least the share of steps whose first draft is
+# accepted: at 1.4 the first draft token is taken on at most 2 steps in 5. Healthy drafts in the real corpus
+# take it on 60-100 % (their lengths 1.80 and up, a one-token MTP at 1.83); drafts broken by a bug (vllm#27732,
+# sglang#28405: 1.32; vllm-ascend#7038: 1.07) on 0-23 %. Below app/rankstate/serving.py's GOOD_ACCEPT_LEN (1.5),
+# so no report is both low and well accepted. The detector's default (app/detect/config.py) and the acceptance
+# panel's "draft broken" (app/acceptance/diagnosis.py) are this one number.
+LOW_ACCEPT_LEN = 1.4
+
 # upper edges of the running-request buckets: 1, 2, 3-4, 5-8, ... (powers of two)
 BUCKET_EDGES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 UNKNOWN_BUCKET = 0
@@ -34,6 +43,9 @@ class AcceptReport:
     batch: int | None  # running requests when it was reported: speculation may be off above a batch size
     per_pos: tuple[float, ...] | None = None  # acceptance rate of each draft position (vLLM says)
     drafted: int | None = None  # drafted tokens the report says it covers (vLLM)
+    # verify steps of running requests it covers where the engine does not count drafts (an SGLang decode
+    # line: SGLANG_DECODE_LOG_INTERVAL steps of each running request), each of which drafted a token or more
+    steps: int | None = None
 
 
 def batch_bucket(running: int | None) -> int:

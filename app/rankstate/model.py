@@ -342,7 +342,9 @@ _LAUNCH_FIELDS = (
 def launch_to_json(st: LaunchState) -> dict[str, Any]:
     """What the server keeps of a launch's own state (ranks are stored separately), plus an acceptance summary."""
     out: dict[str, Any] = {k: getattr(st, k) for k in _LAUNCH_FIELDS}
-    out["accept"] = [[a.ts, a.accept_len, a.accept_rate, a.batch, a.drafted] for a in st.accept[-100:]]
+    out["accept"] = [
+        [a.ts, a.accept_len, a.accept_rate, a.batch, a.drafted, a.steps] for a in st.accept[-100:]
+    ]
     recent = [a.accept_len for a in st.accept[-20:] if a.accept_len is not None]
     out["accept_len_recent"] = round(sum(recent) / len(recent), 3) if recent else None
     base = st.accept_history.baseline
@@ -356,7 +358,9 @@ def launch_from_json(st: LaunchState, data: dict[str, Any]) -> None:
         if k in data:
             setattr(st, k, data[k])
     st.accept = [
-        AcceptReport(a[0], a[1], a[2], a[3], drafted=a[4] if len(a) > 4 else None)
+        AcceptReport(
+            a[0], a[1], a[2], a[3], drafted=a[4] if len(a) > 4 else None, steps=a[5] if len(a) > 5 else None
+        )
         for a in data.get("accept", [])
     ]
     if isinstance(data.get("accept_baseline"), dict):

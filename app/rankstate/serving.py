@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents import wire
-from app.rankstate.accept_history import per_position
+from app.rankstate.accept_history import SPEC_OFF_LEN, per_position
 from app.rankstate.infer import backfill, unseen_start
 from app.rankstate.model import (
     ACCEPT_HISTORY,
@@ -31,6 +31,10 @@ _DECODE_BATCH = wire.EventKind.DECODE_BATCH
 # accept length that counts as speculation working, remembered per batch size to recognise "off by design"
 GOOD_ACCEPT_LEN = 1.5
 DECODE_GAPS = 16  # batch-line gaps remembered: ~20 s of a busy SGLang server, minutes of vLLM's 10 s lines
+# SGLang's default decode_log_interval: a decode line reports on the verify steps since the one before, 40
+# steps of every running request (the scheduler counts a step per request: update_spec_metrics adds the
+# batch size to spec_num_forward_ct)
+SGLANG_DECODE_LOG_INTERVAL = 40
 # the interval one stats line reports on: vLLM's VLLM_LOG_STATS_INTERVAL (10 s); SGLang's 40 decode steps are less
 STATS_WINDOW_S = 10.0
 
@@ -117,7 +121,23 @@ def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
         st.speculative = True
         if acc_len is not None and acc_len >= GOOD_ACCEPT_LEN and running is not None:
             st.good_batch_max = max(running, st.good_batch_max or 0)
-        report = AcceptReport(ev.ts, acc_len, acc_rate, running, per_pos=per_position(f), drafted=drafted)
+        # An SGLang line covers 40 verify steps of each running request. Above SPEC_OFF_LEN drafts were
+        # accepted, so every step drafted. At 1.00 the line may be speculation switched off above a batch size
+        # (fastrl#4: 48 requests) and counts as one report only -- but not at one request: a switch-off is
+        # above a size (vLLM refuses a disable_by_batch_size under 2), so there every step drafted and none
+        # was taken (sglang#31047)
+        steps = None
+        if (
+            drafted is None
+            and ev.kind == _DECODE_BATCH
+            and running
+            and acc_len is not None
+            and (acc_len > SPEC_OFF_LEN or running == 1)
+        ):
+            steps = SGLANG_DECODE_LOG_INTERVAL * running
+        report = AcceptReport(
+            ev.ts, acc_len, acc_rate, running, per_pos=per_position(f), drafted=drafted, steps=steps
+        )
         _remember(st.accept, report, ACCEPT_HISTORY)
 
 
