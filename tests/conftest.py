@@ -4,6 +4,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.harness import (
@@ -14,6 +15,16 @@ from tests.support.harness import (
     pg_available,
     unavailable,
 )
+
+# httpx waits 5 s for an answer by default. The suite runs four workers of real servers, agents, torch ranks
+# and Chromium on two cores, where a page render or a login can take longer than that at the busiest moments
+# (a ReadTimeout in test_access at load average 9): the tests assert what a request answers, not how fast
+# (latency has its own benchmarks), so a request that sets no timeout of its own gets 30 s. Set through each
+# call's keyword default (its ``__kwdefaults__``), httpx's public signature: an explicit timeout still wins.
+SUITE_HTTP_TIMEOUT = httpx.Timeout(30.0)
+for _call in (httpx.request, httpx.get, httpx.post, httpx.put, httpx.patch, httpx.delete, httpx.Client.__init__):
+    if _call.__kwdefaults__ and "timeout" in _call.__kwdefaults__:
+        _call.__kwdefaults__["timeout"] = SUITE_HTTP_TIMEOUT
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
