@@ -22,7 +22,15 @@ from tests.support.harness import (
 # (latency has its own benchmarks), so a request that sets no timeout of its own gets 30 s. Set through each
 # call's keyword default (its ``__kwdefaults__``), httpx's public signature: an explicit timeout still wins.
 SUITE_HTTP_TIMEOUT = httpx.Timeout(30.0)
-for _call in (httpx.request, httpx.get, httpx.post, httpx.put, httpx.patch, httpx.delete, httpx.Client.__init__):
+for _call in (
+    httpx.request,
+    httpx.get,
+    httpx.post,
+    httpx.put,
+    httpx.patch,
+    httpx.delete,
+    httpx.Client.__init__,
+):
     if _call.__kwdefaults__ and "timeout" in _call.__kwdefaults__:
         _call.__kwdefaults__["timeout"] = SUITE_HTTP_TIMEOUT
 
