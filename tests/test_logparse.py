@@ -360,6 +360,31 @@ def test_vllm_end_of_run_summaries_are_one_acceptance_report_each() -> None:
         88344,
         38611,
     )
+    # the stats block a later revision of spec_decode.py prints (as the code corpus stores it): throughput
+    # lines and blank lines between, its counts before its length
+    stats = parse_lines(
+        [
+            "=========== Speculative Decoding Stats ============",
+            "Total input tokens:                      51200     ",
+            "Total output tokens:                     25600     ",
+            "",
+            "Output token throughput (tok/s):         1843.20   ",
+            "",
+            "Number of drafts:                        10240     ",
+            "Draft tokens generated:                  30720     ",
+            "Draft utilization rate:                  50.0      ",
+            "Accepted tokens:                         15360     ",
+            "Mean acceptance length:                  2.50      ",
+            "====================================================",
+        ],
+        year=2026,
+    )
+    (report,) = [e for e in stats if e.kind == "spec_metrics"]
+    assert (report.fields["accept_len"], report.fields["drafted"], report.fields["accepted"]) == (
+        2.5,
+        30720,
+        15360,
+    )
     # a block with its length alone (vllm#17504) is one report when it ends, here at the end of the log;
     # two runs' blocks in one log are two reports
     alone = parse_lines(
