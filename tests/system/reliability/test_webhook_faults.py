@@ -77,7 +77,13 @@ def test_broken_receivers_are_retried_and_do_not_hold_back_a_healthy_one(
         # Retries never add rows to the outbox: one delivery per message and receiver, however often it fails.
         assert len(store.deliveries()) == len(incidents) * len(receivers)
         # A hanging receiver holds at most its concurrency limit in flight, never a growing queue of requests.
-        assert len(receivers["hangs"].received()) <= 2
+        # Each request hangs until the sender's timeout and is then retried, so the total grows the longer the
+        # test runs (on a loaded machine, past 2): what may never happen is a third request arriving while two
+        # are still held, inside one timeout (less half a second of the two processes' timing) of them.
+        arrivals = sorted(r["t"] for r in receivers["hangs"].received())
+        held_s = float(FAST_ALERTS["SPECWATCH_ALERT_TIMEOUT_S"]) - 0.5
+        most = max(sum(1 for u in arrivals if t <= u < t + held_s) for t in arrivals)
+        assert most <= 2, f"{most} requests in flight at the hanging receiver: {arrivals}"
 
         receivers["fails"].set(mode="ok")
         receivers["closes"].set(mode="ok")
