@@ -244,9 +244,8 @@ class LogParser(Forms):
                 g = m.groups()
                 ts = self._dated(s[:19], g, heads.frac(g[7]), 4)
                 tags: str | None = g[13].strip() if g[13] else None  # a paste that lost SGLang's "["
-                if g[
-                    12
-                ]:  # a fork's "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]": the rank tags before the file
+                # a fork's "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]": the rank tags before the file
+                if g[12]:
                     tags = " ".join(t for t in g[12].split() if heads.RANK_TAG.fullmatch(t)) or None
                 self._saw("dated", ts, tags is not None)
                 level = heads.LEVELS.get((g[9] or g[10] or "").upper())

@@ -11,6 +11,7 @@ from app.acceptance import diagnosis as acceptance
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence
 from app.rankstate import AcceptReport, LaunchState
+from app.rankstate.serving import SGLANG_DECODE_LOG_INTERVAL
 
 # Places for other parts to add evidence to a finding of a kind (the draft preflight adds its checkpoint
 # findings to low_acceptance): each takes the launch state and the finding and returns evidence rows.
@@ -27,8 +28,21 @@ def _accept_window(reports: list[AcceptReport], now: float, cfg: DetectConfig) -
     while i > 0 and len(window) < cfg.low_accept_min_reports and drafted < cfg.low_accept_min_drafted:
         i -= 1
         window.insert(0, reports[i])
-        drafted += reports[i].drafted or reports[i].steps or 0
+        drafted += _covers(reports[i])
     return window
+
+
+def _covers(a: AcceptReport) -> int:
+    """Drafted tokens a report covers, at least: what vLLM counts, one a step where SGLang counts steps."""
+    return a.drafted or a.steps or 0
+
+
+def _drafted(window: list[AcceptReport]) -> int:
+    return sum(_covers(a) for a in window)
+
+
+# the doubt a few SGLang lines must leave before they are conclusive: a chance under 1 in 1000
+_DOUBT = math.log(1000)
 
 
 def _conclusive(window: list[AcceptReport], cfg: DetectConfig) -> bool:
@@ -49,14 +63,6 @@ def _conclusive(window: list[AcceptReport], cfg: DetectConfig) -> bool:
     q = s / n
     kl = (q * math.log(q / p) if q > 0 else 0.0) + (1 - q) * math.log((1 - q) / (1 - p))
     return n * kl >= _DOUBT
-
-
-_DOUBT = math.log(1000)
-
-
-def _drafted(window: list[AcceptReport]) -> int:
-    """Drafted tokens the reports cover, at least: what vLLM counts, one a step where SGLang counts steps."""
-    return sum(a.drafted or a.steps or 0 for a in window)
 
 
 def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | None:
@@ -113,7 +119,8 @@ def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | 
                 lows[-1].ts,
                 None,
                 "verify steps",
-                f"at least {steps:,} (SGLang: 40 decode steps a line, of each running request)",
+                f"at least {steps:,} (SGLang: {SGLANG_DECODE_LOG_INTERVAL} decode steps a line, of each "
+                "running request)",
             )
         )
     if mean_rate is not None:
