@@ -291,7 +291,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
     r.threads, r.rss_bytes = p.threads, p.rss_bytes
     if p.cpu_pct is not None:
         r.cpu_pct = p.cpu_pct
-        if p.cpu_pct >= CPU_BUSY_PCT:
+        # runnable at little CPU is a process starved of a core (a loaded box), not one blocked in a wait
+        if p.cpu_pct >= CPU_BUSY_PCT or p.state == "R":
             r.cpu_busy_at = p.ts
     if p.io_read_bytes is not None:
         # compared with a mark, not the previous sample: slow storage adds little per sample but keeps adding

@@ -36,7 +36,7 @@ JOBS = {
         "train",
         {"JOB_STEPS": "4", "JOB_STEP_S": str(STEP_S), "JOB_CKPT_EVERY": "2", "JOB_CKPT_S": str(CKPT_S)},
     ),
-    "stop": ("train", {"JOB_STEPS": "400", "JOB_STEP_S": "0.5", "JOB_FAIL_STEP": "120"}),
+    "stop": ("train", {"JOB_STEPS": "400", "JOB_STEP_S": "0.5", "JOB_FAIL_STEP": "30"}),
     "preinit": ("preinit", {}),
 }
 
