@@ -243,7 +243,22 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     def on_signal(signum: int, _frame: Any) -> None:
         if session is not None:
-            log.info("%s received: passing it to the engine", signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            log.info("%s received: passing it to the engine", name)
+            if session.launcher.poll() is None:
+                from agents import wire  # loaded already by the agent's build
+
+                # the stop was asked for: the exits that follow end the launch, they are no crash
+                agent.note(
+                    wire.Event(
+                        ts=time.time(),
+                        kind=wire.EventKind.LAUNCHER_STOPPING,
+                        message=f"the agent passed {name} to the engine it launched (a requested stop)",
+                        severity="warning",
+                        source="agent",
+                        fields={"signal": name},
+                    )
+                )
             session.on_signal(signum, stop)
             return
         log.info("%s received: spooling the current batch and exiting", signal.Signals(signum).name)

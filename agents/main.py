@@ -293,6 +293,10 @@ class Agent:
             )
         )
 
+    def note(self, ev: wire.Event) -> None:
+        """An event of the agent's own, shipped with the next batch (a list append: safe from a signal handler)."""
+        self._events.append(ev)
+
     def flush(self, now: float) -> None:
         """Spool what was collected since the last batch (always: an empty batch is the agent's heartbeat)."""
         drops = self.spool.take_drops()
