@@ -212,7 +212,12 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         drain_timeout_s=args.drain_timeout,
     )
     shipper = Shipper(spool, args.server, args.token)
-    return Agent(config, spool, shipper, src), spool
+    agent = Agent(config, spool, shipper, src)
+    if getattr(args, "record", None):
+        from agents.recording import Recorder
+
+        agent.recorder = Recorder(Path(args.record))
+    return agent, spool
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -339,6 +344,12 @@ def register(sub: Any) -> None:
         metavar="CMD",
         help="start the engine command itself (last, after --) and follow its output; the agent exits with "
         "the engine's exit code (docs/cluster.md)",
+    )
+    p.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write every batch to FILE (gzip, one JSON batch a line): a recording for `specwatch eval "
+        "--recordings`",
     )
     p.add_argument(
         "--launch-log-dir", help="where --launch writes the engine's output (default: SPOOL/launch-logs)"
