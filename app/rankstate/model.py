@@ -28,6 +28,10 @@ PHASES = (
     "warmup",
     "ready",
     "serving",
+    # a generic torch.distributed job (app/rankstate/torchjob.py): its steps, a synchronous checkpoint, the end
+    "training",
+    "checkpoint",
+    "teardown",
     "stalled",
     "crashed",
     "exited",
@@ -35,7 +39,7 @@ PHASES = (
 STARTUP_PHASES = frozenset(
     {"starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup"}
 )
-LIVE_PHASES = STARTUP_PHASES | {"ready", "serving"}
+LIVE_PHASES = STARTUP_PHASES | {"ready", "serving", "training", "checkpoint", "teardown"}
 TERMINAL_PHASES = frozenset({"crashed", "exited"})
 
 # Start-up lines every scheduler logs for itself, in order: how far a rank has got, comparable across ranks.
@@ -239,6 +243,10 @@ class LaunchState:
     procs: dict[str, EngineProc] = field(default_factory=dict)
     # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)
     spec_method: str | None = None
+    # a torch job's own lines (app/rankstate/torchjob.py): the latest, and the gaps between them (its cadence,
+    # which says how long a pause of this job may last; not persisted, like decode_gaps)
+    job_line_at: float | None = None
+    job_gaps: list[float] = field(default_factory=list)
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)
@@ -323,6 +331,12 @@ def mark_stalled(r: RankState, ts: float) -> None:
         set_phase(r, "stalled", ts)
 
 
+def exit_unknown(r: RankState) -> bool:
+    """The rank's process exited and the agent saw no exit code (a launcher's child, not the agent's): whether
+    that was an end or a crash is for the launcher's lines and the peers to say."""
+    return r.phase == "exited" and r.exited_at is not None and r.exit_code is None
+
+
 def _remember(lst: list[Any], item: Any, limit: int) -> None:
     lst.append(item)
     if len(lst) > limit:
@@ -340,6 +354,8 @@ def launch_status(st: LaunchState) -> str:
         return "stalled"
     if phases == {"exited"}:
         return "exited"
+    if phases & {"training", "checkpoint", "teardown"} and not phases & STARTUP_PHASES:
+        return "training"
     for phase, word in (
         ("starting", "starting"),
         ("dist_init", "starting"),

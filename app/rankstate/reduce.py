@@ -29,12 +29,14 @@ from app.rankstate.model import (
     RankState,
     Signal,
     _remember,
+    exit_unknown,
     progress,
     set_phase,
 )
 from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
 from app.rankstate.procs import note_gone as procs_gone
 from app.rankstate.serving import _int, produced, serving_event
+from app.rankstate.torchjob import job_line, place_from_stack
 from app.rankstate.unnamed import note_line
 
 # event kinds bound once: an enum member read off its class costs ~0.2 µs, and this runs per record
@@ -113,10 +115,13 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         pid = ev.fields.get("pid")
         owner = fleet.by_pid.get((host, int(pid))) if isinstance(pid, int) else None
         _remember(st.stacks, (owner[1] if owner else None, _signal(ev)), SIGNAL_HISTORY)
+        if owner is not None and (r := st.ranks.get(owner[1])) is not None and ranklabel.is_torch(r.label):
+            place_from_stack(st, r, ev)
         return
     note_line(st, host, ev, label)  # the launch's latest line, and the process of one no rank took
     if label is None:
-        _launch_event(st, ev)
+        if not job_line(st, ev):
+            _launch_event(st, ev)
         return
     r = st.rank(label, host, ev.ts)
     r.last_seen = max(r.last_seen, ev.ts)
@@ -145,6 +150,12 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         st.shard_progress_at = ev.ts
     elif k in ENGINE_STEPS:
         _engine_step(st, ev)
+    elif k == "engine_dead":
+        _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
+        for r in st.ranks.values():  # the front end lost its engine: every rank it served went down with it
+            if r.phase not in TERMINAL_PHASES or exit_unknown(r):
+                set_phase(r, "crashed", min(ev.ts, r.exited_at or ev.ts))
+                st.dirty.add(r.label)
     elif k == "engine_config":
         _learn_method(st, ev)
     elif k == "shard_progress":
@@ -201,6 +212,8 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         backfill(r, hint)
     if ev.severity in ("error", "critical"):
         r.last_error_at = ev.ts
+        if exit_unknown(r) and _own_error(r, r.exited_at or ev.ts) and k not in _CONSEQUENCES:
+            set_phase(r, "crashed", r.exited_at or ev.ts)  # its error line, read after its exit was seen
     if k in MILESTONES:
         r.milestones += 1
         r.last_milestone = k
@@ -252,8 +265,11 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         _remember(r.signals, _signal(ev), SIGNAL_HISTORY)
         # vLLM reports a worker that went down with a requested stop as "died unexpectedly (exit code: 0)"
         clean = k == _CHILD_CRASHED and f.get("exit_code") in CLEAN_EXIT_CODES
-        if k in _CRASHES and r.phase not in TERMINAL_PHASES and not clean:
-            set_phase(r, "crashed", ev.ts)
+        if k in _CRASHES and not clean and (r.phase not in TERMINAL_PHASES or exit_unknown(r)):
+            # a launcher's "failed (exitcode: 1)" settles an exit the agent saw without a code
+            set_phase(
+                r, "crashed", r.exited_at if r.exited_at is not None and r.exited_at <= ev.ts else ev.ts
+            )
 
 
 _CONFIRMED = frozenset(
@@ -282,6 +298,20 @@ _CONFIRMED = frozenset(
 # a rank's own report that it is going down: PyTorch's collective check raises (RuntimeError) on the rank that
 # found the mismatch, so it dies there rather than hanging
 _CRASHES = frozenset({"child_crashed", "init_failed", "scheduler_exception", "collective_mismatch"})
+
+
+# a rank's own error line this soon before an exit without a code: it went down with that error (a line torn
+# down by its launcher or its peer going away is a consequence, app/detect/faults.py's _first_to_go)
+OWN_ERROR_BEFORE_S = 30.0
+_CONSEQUENCES = frozenset({"closing_signal", "peer_lost", "collective_timeout"})
+
+
+def _own_error(r: RankState, exited_at: float) -> bool:
+    return (
+        r.last_error_at is not None
+        and exited_at - OWN_ERROR_BEFORE_S <= r.last_error_at <= exited_at + 2.0
+        and not any(s.kind in _CONSEQUENCES for s in r.signals[-3:])
+    )
 
 
 def _describe(ev: wire.Event) -> str:
@@ -330,9 +360,9 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         r.io_read_bytes = p.io_read_bytes
     if p.state in ("exited", "Z", "X") and r.exited_at is None:
         r.exited_at, r.exit_code = p.ts, p.exit_code
-        # no exit code (not the agent's child) after the launcher sent it SIGTERM: torn down, not crashed
-        torn_down = p.exit_code is None and any(s.kind == _CLOSING_SIGNAL for s in r.signals)
-        clean = p.exit_code in CLEAN_EXIT_CODES or torn_down
+        # no exit code (not the agent's child: a launcher's worker) is not a crash by itself: the launcher's
+        # lines, the rank's own error just before, or peers left waiting for it settle it (app/detect/endings.py)
+        clean = p.exit_code in CLEAN_EXIT_CODES or (p.exit_code is None and not _own_error(r, p.ts))
         _remember(
             r.signals,
             Signal(
@@ -345,7 +375,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
             ),
             SIGNAL_HISTORY,
         )
-        set_phase(r, "exited" if clean else "crashed", p.ts)
+        if r.phase != "crashed":  # a crash line that came first is not undone by the exit that follows
+            set_phase(r, "exited" if clean else "crashed", p.ts)
 
 
 # Thresholds of the reducer's own bookkeeping (what counts as "busy", "reading", "growing").
