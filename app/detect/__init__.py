@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.detect import drafts, drift, endings, engine_reports, faults, hangs
+from app.detect import drafts, drift, endings, engine_reports, faults, hangs, processes
 from app.detect.config import DetectConfig
 from app.detect.findings import (
     HANG_KINDS,
@@ -21,7 +21,8 @@ from app.detect.findings import (
     Finding,
     evidence,
 )
-from app.rankstate import Fleet, mark_stalled, note_gone
+from app.rankstate import Fleet, LaunchState, mark_stalled, note_gone
+from app.rankstate.model import unmark_stalled
 
 __all__ = [
     "HANG_KINDS",
@@ -50,11 +51,13 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
         return name in down
 
     for st in fleet.launches.values():
-        crash = faults.crashed(st, now)
+        crash = _crash(st, now)
         if crash is not None:
             out.append(crash)
-        # a crash explains why its peers stopped: one incident, not two
-        hang = None if crash else hangs.stall(st, now, cfg, host_down)
+        # a crash explains why its peers stopped: one incident, not two. A stopped process explains a stall
+        hang = (
+            None if crash else processes.stopped_finding(st, now, cfg) or hangs.stall(st, now, cfg, host_down)
+        )
         hang = engine_reports.confirm(st, hang, now) if not crash else None
         if (left := endings.gone_while_peers_wait(st, hang)) is not None:
             crash, hang = left, None  # the peers wait for a rank that went: its exit was the crash
@@ -71,6 +74,18 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
     out += faults.xids(fleet, now, cfg)
     out += faults.agents_silent(fleet, now, cfg)
     return out
+
+
+def _crash(st: LaunchState, now: float) -> Finding | None:
+    """A rank's own crash, or the engine's death under its ranks: whichever came first is the cause (a worker
+    that raised takes EngineCore down; EngineCore killed takes its workers down)."""
+    rank = faults.crashed(st, now)
+    engine = processes.engine_death(st, now)
+    if engine is None or (
+        rank is not None and rank.since is not None and rank.since < (engine.since or now) - 1
+    ):
+        return rank
+    return engine
 
 
 @dataclass(slots=True)
@@ -192,12 +207,13 @@ class Detector:
             if not t.open:
                 del self.tracked[key]
             elif (
-                (gone := _exited_while_hung(fleet, t))
+                (gone := _exited_while_hung(fleet, t) or _launch_ended(fleet, t))
                 or (moved := self._resumed(fleet, t))
                 or (now - t.last_seen >= self.cfg.resolve_after_s and not _rebuilding(fleet, key, t, now))
             ):
                 summary = gone or (moved.sentence() if moved else None) or _resolved_summary(t)
                 decisions.append(Decision("resolve", key, now, t.finding, summary=summary))
+                self._unmark(fleet, t.finding, now)
                 del self.tracked[key]
         return decisions
 
@@ -255,6 +271,18 @@ class Detector:
         return moved
 
     @staticmethod
+    def _unmark(fleet: Fleet, f: Finding, now: float) -> None:
+        """A stall that resolved leaves no rank shown stalled: the overview says serving again at once, not
+        at the rank's next line (an idle server may print none for minutes)."""
+        st = fleet.launches.get(f.launch or "")
+        if st is None:
+            return
+        for r in st.ranks.values():
+            if r.phase == "stalled":
+                unmark_stalled(r, now)
+                st.dirty.add(r.label)
+
+    @staticmethod
     def _mark(fleet: Fleet, f: Finding, now: float) -> None:
         st = fleet.launches.get(f.launch or "")
         if st is None:
@@ -269,6 +297,26 @@ class Detector:
 def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
     """An open hang whose launch has no live rank left did not resume: it ended with the launch."""
     return endings.ended_summary(fleet.launches.get(t.finding.launch or ""), t.kind, t.culprit)
+
+
+PROC_GRACE_S = 5.0
+
+
+def _launch_ended(fleet: Fleet, t: _Tracked) -> str | None:
+    """A launch with no live rank and no live engine process is over: what was open about how it ran (a draft
+    rejected, acceptance drifting, a rank behind) ends with it, saying so. Its crash stays for the user to see."""
+    if t.kind in HANG_KINDS or t.kind in ("rank_crashed", "agent_silent", "gpu_xid") or not t.finding.launch:
+        return None
+    st = fleet.launches.get(t.finding.launch)
+    if st is None or not st.ranks or endings.live_labels(st):
+        return None
+    # an engine process still reported after its last rank went (an API server outliving its workers) keeps it
+    # running; one the agent never saw exit because the agent stopped with the engine does not
+    last = max((r.exited_at or r.phase_since) for r in st.ranks.values())
+    if any(e.live and e.seen_at > last + PROC_GRACE_S for e in st.procs.values()):
+        return None
+    words = (t.kind or t.finding.kind).replace("_", " ")
+    return f"The launch ended with this still open ({words} until its last report)."
 
 
 def _resolved_summary(t: _Tracked) -> str:
