@@ -78,6 +78,26 @@ def page_stacks(server: ServerProcess, inc_id: int) -> str | None:
     return m.group(1) if m else None
 
 
+def incident_and_culprit(
+    server: ServerProcess, host: str, onset: float, out: dict[str, Any]
+) -> dict[str, Any]:
+    """Wait for the hang incident and for it to name rank2; note fault -> incident, fault -> culprit and the
+    stacks that named it -> culprit in ``out``."""
+    inc = wait_for("the hang incident", lambda: hang_incident(server, host), 180, every=0.2)
+    out["incident_s"], out["listed_after_open_s"] = inc["opened_at"] - onset, time.time() - inc["opened_at"]
+    named = wait_for(
+        "the incident to name rank2",
+        lambda: i if (i := hang_incident(server, host)) and i.get("culprit") == f"rank{ODD}" else None,
+        120,
+        every=0.2,
+    )
+    named_at = inc["opened_at"] if inc.get("culprit_at_open") == f"rank{ODD}" else time.time()
+    out["culprit"], out["culprit_s"] = named["culprit"], named_at - onset
+    dumped = [e["ts"] for e in named["evidence"] if e["what"] == "stacks" and e.get("ts")]
+    out["stacks_to_culprit_s"] = named_at - min(dumped) if dumped else None
+    return inc
+
+
 # ``stop``: a training job (0.5 s steps) whose rank2 is SIGSTOPped for STOP_S, then SIGCONTed: fault -> incident,
 # fault -> culprit, and SIGCONT -> the incident resolved by the steps that follow
 STOP_JOB = {"JOB_STEPS": "100000", "JOB_STEP_S": "0.5"}
@@ -102,21 +122,7 @@ def run_stop(
     onset = time.time()
     out: dict[str, Any] = {"mode": "stop"}
     try:
-        inc = wait_for("the hang incident", lambda: hang_incident(server, host), 120, every=0.2)
-        out["incident_s"], out["listed_after_open_s"] = (
-            inc["opened_at"] - onset,
-            time.time() - inc["opened_at"],
-        )
-        named = wait_for(
-            "rank2 named",
-            lambda: i if (i := hang_incident(server, host)) and i.get("culprit") == f"rank{ODD}" else None,
-            120,
-            every=0.2,
-        )
-        named_at = inc["opened_at"] if inc.get("culprit_at_open") == f"rank{ODD}" else time.time()
-        out["culprit"], out["culprit_s"] = named["culprit"], named_at - onset
-        dumped = [e["ts"] for e in named["evidence"] if e["what"] == "stacks" and e.get("ts")]
-        out["stacks_to_culprit_s"] = named_at - min(dumped) if dumped else None
+        inc = incident_and_culprit(server, host, onset, out)
         out["stacks_s"], out["stacks"] = 0.0, ""
         time.sleep(max(0.0, onset + STOP_S - time.time()))
     finally:
@@ -170,21 +176,7 @@ def run_one(
         if mode == "stop":
             return run_stop(server, host, spool, agent, started)
         onset = started if mode == "preinit" else wait_for("the ranks to join", joined, 180, every=0.1)
-        inc = wait_for("the hang incident", lambda: hang_incident(server, host), 180, every=0.2)
-        seen = time.time()
-        out["incident_s"] = inc["opened_at"] - onset
-        out["listed_after_open_s"] = seen - inc["opened_at"]
-        named = wait_for(
-            "the incident to name rank2",
-            lambda: i if (i := hang_incident(server, host)) and i.get("culprit") == f"rank{ODD}" else None,
-            120,
-            every=0.2,
-        )
-        named_at = inc["opened_at"] if inc.get("culprit_at_open") == f"rank{ODD}" else time.time()
-        out["culprit"] = named["culprit"]
-        out["culprit_s"] = named_at - onset
-        dumped = [e["ts"] for e in named["evidence"] if e["what"] == "stacks" and e.get("ts")]
-        out["stacks_to_culprit_s"] = named_at - min(dumped) if dumped else None
+        inc = incident_and_culprit(server, host, onset, out)
         want = ODD_FRAME[mode]
         sentence = wait_for(
             "the stacks on the page",
@@ -228,7 +220,11 @@ def main() -> int:
         for i in range(args.reps):
             for m in modes:
                 host = f"torch-{m}-{i}"
-                r = run_one(server, host, toks[host], m, base / host, args.agent_arg)
+                try:
+                    r = run_one(server, host, toks[host], m, base / host, args.agent_arg)
+                except AssertionError as e:  # a run that never got there is a figure too: say so, go on
+                    print(f"{host}: {e}", flush=True)
+                    continue
                 results.append(r)
                 to_culprit = r["stacks_to_culprit_s"]
                 print(
@@ -249,6 +245,9 @@ def main() -> int:
         )
     for m in modes:
         inc = [r["incident_s"] for r in results if r["mode"] == m]
+        if not inc:
+            print(f"{m}: no run reached an incident")
+            continue
         stk = [r["stacks_s"] for r in results if r["mode"] == m]
         cul = [r["culprit_s"] for r in results if r["mode"] == m]
         s2c = [
@@ -266,7 +265,8 @@ def main() -> int:
     stk = [r["stacks_s"] for r in results if r["mode"] != "stop"]
     if inc:
         print(f"all stall modes: stall -> incident median {statistics.median(inc):.1f} s (goal <= 15)")
-    print(f"all: incident -> stacks median {statistics.median(stk):.1f} s (goal <= 10)")
+    if stk:
+        print(f"all: incident -> stacks median {statistics.median(stk):.1f} s (goal <= 10)")
     return 0
 
 
