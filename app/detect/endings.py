@@ -81,6 +81,12 @@ def ending(st: LaunchState) -> str:
     return "crashed" if any(r.phase == "crashed" for r in st.ranks.values()) else "ended"
 
 
+def ended_with_its_ranks(st: LaunchState, exit_code: int | None) -> bool:
+    """An engine or launcher process (torchrun, vLLM's EngineCore) that left with no code the agent saw, after
+    every rank of its launch ended without a crash: it ended with them, it did not die under them."""
+    return exit_code is None and bool(st.ranks) and ending(st) == "ended"
+
+
 def gone_while_peers_wait(st: LaunchState, hang: Finding | None) -> Finding | None:
     """A rank that exited without a code while its peers ran, and the peers now stall waiting for it: that exit
     was a crash. Without the stall (the peers went on, or went too) it was an end."""

@@ -6,6 +6,7 @@ unexpectedly" / ``EngineDeadError``). Pure: launch state and ``now`` in, finding
 
 from __future__ import annotations
 
+from app.detect import endings
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.detect.hangs import launch_phase
@@ -103,7 +104,11 @@ def _says_dead(s: Signal) -> bool:
 def engine_death(st: LaunchState, now: float) -> Finding | None:
     """The engine died under its ranks: a serving engine process gone other than by a requested stop, or the
     front end's own report that it lost the engine. One crash incident, naming the process and how it went."""
-    dead = sorted((e for e in st.procs.values() if died(e)), key=lambda e: e.exited_at or 0.0)
+    # torchrun leaving after its workers all ended (its code unseen: it is the agent's child at most) is the end
+    dead = sorted(
+        (e for e in st.procs.values() if died(e) and not endings.ended_with_its_ranks(st, e.exit_code)),
+        key=lambda e: e.exited_at or 0.0,
+    )
     said = [s for _, s in st.signals if _says_dead(s)]
     if not dead and not said:
         return None
