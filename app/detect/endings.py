@@ -34,8 +34,8 @@ class Resumed:
     what: str
 
     def sentence(self) -> str:
-        who = f"{self.rank}: " if self.rank else ""
-        return f"Progress resumed ({who}{self.what})."
+        who = f"; {self.rank} moves again" if self.rank else ""
+        return f"Progress resumed ({self.what}{who})."
 
 
 def resumed(st: LaunchState, kind: str, since: float, ranks: list[str] | None = None) -> Resumed | None:

@@ -12,6 +12,7 @@ from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.detect.hangs import launch_phase
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, Signal
 from app.rankstate.procs import died, exit_words, stopped
+from app.rankstate.torchjob import TORCH_PHASES
 
 # how close to a requested stop (the agent forwarding SIGTERM, vLLM's "trigger received signal=SIGTERM") an
 # engine death is that stop's doing
@@ -73,7 +74,9 @@ def stopped_finding(st: LaunchState, now: float, cfg: DetectConfig) -> Finding |
             "The API server may still answer /health and /metrics."
         )
     else:
-        summary = f"Start-up stalled: {who} (pid {first.pid}) is stopped (state T) in {launch_phase(st)}."
+        phase = launch_phase(st)
+        what = "Training" if phase in TORCH_PHASES else "Start-up"  # a torch job's steps are not its start-up
+        summary = f"{what} stalled: {who} (pid {first.pid}) is stopped (state T) in {phase}."
     return Finding(
         key=f"hang:{st.key}",
         kind="stalled_serving" if serving else "suspected_deadlock",

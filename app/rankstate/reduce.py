@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agents import ranklabel, wire
+from app.rankstate.exits import error_after_exit, note_exit
 from app.rankstate.infer import (
     BATCHES,
     SINGLE_RANK,
@@ -34,7 +35,6 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
-from app.rankstate.procs import note_gone as procs_gone
 from app.rankstate.serving import _int, produced, serving_event
 from app.rankstate.torchjob import job_line, place_from_stack
 from app.rankstate.unnamed import note_line
@@ -212,8 +212,7 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         backfill(r, hint)
     if ev.severity in ("error", "critical"):
         r.last_error_at = ev.ts
-        if exit_unknown(r) and _own_error(r, r.exited_at or ev.ts) and k not in _CONSEQUENCES:
-            set_phase(r, "crashed", r.exited_at or ev.ts)  # its error line, read after its exit was seen
+        error_after_exit(r, ev)
     if k in MILESTONES:
         r.milestones += 1
         r.last_milestone = k
@@ -300,20 +299,6 @@ _CONFIRMED = frozenset(
 _CRASHES = frozenset({"child_crashed", "init_failed", "scheduler_exception", "collective_mismatch"})
 
 
-# a rank's own error line this soon before an exit without a code: it went down with that error (a line torn
-# down by its launcher or its peer going away is a consequence, app/detect/faults.py's _first_to_go)
-OWN_ERROR_BEFORE_S = 30.0
-_CONSEQUENCES = frozenset({"closing_signal", "peer_lost", "collective_timeout"})
-
-
-def _own_error(r: RankState, exited_at: float) -> bool:
-    return (
-        r.last_error_at is not None
-        and exited_at - OWN_ERROR_BEFORE_S <= r.last_error_at <= exited_at + 2.0
-        and not any(s.kind in _CONSEQUENCES for s in r.signals[-3:])
-    )
-
-
 def _describe(ev: wire.Event) -> str:
     f = ev.fields
     if ev.kind == _SHARD_PROGRESS:
@@ -360,24 +345,7 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
             r.io_rise_at, r.io_mark = p.ts, p.io_read_bytes
         r.io_read_bytes = p.io_read_bytes
     if p.state in ("exited", "Z", "X") and r.exited_at is None:
-        r.exited_at, r.exit_code = p.ts, p.exit_code
-        # no exit code (not the agent's child: a launcher's worker) is not a crash by itself: the launcher's
-        # lines, the rank's own error just before, or peers left waiting for it settle it (app/detect/endings.py)
-        clean = p.exit_code in CLEAN_EXIT_CODES or (p.exit_code is None and not _own_error(r, p.ts))
-        _remember(
-            r.signals,
-            Signal(
-                p.ts,
-                "process_exit",
-                f"process {p.pid} exited with code {p.exit_code}"
-                if p.exit_code is not None
-                else f"process {p.pid} exited (its exit code is its parent's to see, not the agent's)",
-                {"exit_code": p.exit_code},
-            ),
-            SIGNAL_HISTORY,
-        )
-        if r.phase != "crashed":  # a crash line that came first is not undone by the exit that follows
-            set_phase(r, "exited" if clean else "crashed", p.ts)
+        note_exit(r, p)
 
 
 # Thresholds of the reducer's own bookkeeping (what counts as "busy", "reading", "growing").
@@ -424,29 +392,3 @@ def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
     if g.power_limit_w:
         r.power_limit_w = g.power_limit_w
     st.dirty.add(r.label)
-
-
-def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
-    """Ranks whose process vanished from their host's newer listings without an exit record: gone."""
-    for st in fleet.launches.values():
-        for host in {e.host for e in st.procs.values() if e.live}:
-            h = fleet.hosts.get(host)
-            if h is not None and h.procs_listed_at is not None:
-                procs_gone(st, host, h.procs_listed_at, now, grace_s)
-        for r in st.ranks.values():
-            if r.phase in TERMINAL_PHASES or r.proc_seen_at is None:
-                continue
-            h = fleet.hosts.get(r.host)
-            if h is None or h.procs_listed_at is None:
-                continue
-            if h.procs_listed_at - r.proc_seen_at > grace_s and now - r.proc_seen_at > grace_s:
-                r.exited_at = r.proc_seen_at
-                _remember(
-                    r.signals,
-                    Signal(
-                        h.procs_listed_at, "process_gone", f"process {r.pid} no longer listed on {r.host}"
-                    ),
-                    SIGNAL_HISTORY,
-                )
-                set_phase(r, "crashed", r.proc_seen_at)
-                st.dirty.add(r.label)
