@@ -169,8 +169,17 @@ def run_all(
     import traceback
     from pathlib import Path
 
+    import os
+
     dirs = [Path(x) for x in drafts.split(":") if x]
-    found = (p for root in dirs if root.is_dir() for p in root.iterdir() if p.is_dir())
+    only = tuple(x for x in os.environ.get("ORACLE_ONLY", "").split(",") if x)  # re-run some rows only
+    found = (
+        p
+        for root in dirs
+        if root.is_dir()
+        for p in root.iterdir()
+        if p.is_dir() and (not only or p.name.startswith(only))
+    )
     rows: dict[str, Any] = {}
     for d in sorted(found, key=lambda p: (p.parent.name != "drafts", p.name)):
         name = d.name if d.parent.name == "drafts" else f"fix~{d.name}"

@@ -81,9 +81,9 @@ def test_event_carries_the_findings(tmp_path: Path) -> None:
     ev = preflight_event(draft, findings, ts=1000.0)
     assert ev.kind == "draft_preflight" and ev.severity == "error" and ev.rank is None
     assert ev.fields["errors"] == 2 and ev.fields["exit_code"] == 2
-    assert ev.fields["codes"] == "aux_layers_resolved,dropped_keys,lm_head_missing"
+    assert ev.fields["codes"] == "aux_layers_resolved,draft_family,dropped_keys,lm_head_missing"
     rows = json.loads(str(ev.fields["findings_json"]))
-    assert {r["code"] for r in rows} == {"dropped_keys", "lm_head_missing", "aux_layers_resolved"}
+    assert {r["code"] for r in rows} == {"dropped_keys", "lm_head_missing", "aux_layers_resolved", "draft_family"}
     assert "silently dropped" in ev.message
     # the event passes the server's validation of the wire contract
     from pydantic import TypeAdapter
@@ -136,7 +136,7 @@ def test_watcher_checks_each_draft_once_off_the_sampling_thread(tmp_path: Path) 
 
 
 def test_watcher_survives_a_failing_check(tmp_path: Path) -> None:
-    def boom(path: str, target: str | None, engine: str) -> list:  # type: ignore[type-arg]
+    def boom(path: str | None, target: str | None, engine: str, method: str | None) -> list:  # type: ignore[type-arg]
         raise RuntimeError("disk on fire")
 
     watch = DraftPreflight(runner=boom)
