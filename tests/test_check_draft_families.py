@@ -37,7 +37,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_plain_draft_model_is_not_judged_as_eagle3(root: Path) -> None:
     """The live false alarm: a plain Llama under method draft_model (vLLM loaded it, accepted 99 %)."""
     draft = build(root, "plain-llama")
-    code, report = check(draft, "--target", root / "target-llama", "--engine", "vllm", "--method", "draft_model")
+    code, report = check(
+        draft, "--target", root / "target-llama", "--engine", "vllm", "--method", "draft_model"
+    )
     assert (code, codes(report), report["load"]["outcome"]) == (0, [], "clean")
     assert "plain draft model" in report["findings"][0]["title"]
     # no method: the checkpoint says what it is, and it is the same answer
@@ -57,7 +59,9 @@ def test_ngram_and_suffix_have_nothing_to_check() -> None:
 def test_eagle1_rules_per_engine(root: Path) -> None:
     target = root / "target-llama"
     # vLLM: LlamaForCausalLM is served as EagleLlamaForCausalLM; its fc has no bias, so the trained one is dropped
-    code, report = check(build(root, "eagle1-llama"), "--target", target, "--engine", "vllm", "--method", "eagle")
+    code, report = check(
+        build(root, "eagle1-llama"), "--target", target, "--engine", "vllm", "--method", "eagle"
+    )
     assert code == 1 and report["load"] == {**report["load"], "outcome": "incomplete", "dropped": ["fc.bias"]}
     # vLLM refuses the class name SGLang needs, and SGLang builds LlamaForCausalLM as a plain model
     code, report = check(build(root, "eagle1-llamaeagle"), "--engine", "vllm", "--method", "eagle")
@@ -95,7 +99,10 @@ def test_vllm_full_vocabulary_d2t_is_refused(root: Path) -> None:
     code, report = check(draft, "--target", root / "target-llama", "--engine", "vllm")
     assert (code, codes(report), report["load"]["outcome"]) == (2, ["d2t_unexpected"], "refused")
     assert "draft_id_to_target_id" in report["findings"][0]["effect"]
-    assert check(draft, "--target", root / "target-llama", "--engine", "sglang", "--engine-version", "0.5.23")[0] == 0
+    assert (
+        check(draft, "--target", root / "target-llama", "--engine", "sglang", "--engine-version", "0.5.23")[0]
+        == 0
+    )
 
 
 def test_bin_drafts_are_read(root: Path) -> None:

@@ -107,7 +107,9 @@ def test_every_oracle_row_agrees(built: tuple[Path, Path]) -> None:
     root, _ = built
     wrong = []
     for row in DATA["rows"]:
-        how = launch(row["checkpoint"].split("~")[1] if row["checkpoint"].startswith("fix~") else row["checkpoint"])
+        how = launch(
+            row["checkpoint"].split("~")[1] if row["checkpoint"].startswith("fix~") else row["checkpoint"]
+        )
         target = root / f"target-{how['target']}" / "config.json"
         report = check(build(root, row["checkpoint"]), target, row["engine"], row["version"], how["method"])
         why = disagreement(row, report)

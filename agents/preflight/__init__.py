@@ -15,9 +15,9 @@ import json
 from pathlib import Path
 
 from agents import wire
+from agents.preflight.check import ENGINES, check_draft, no_checkpoint
 from agents.preflight.checkpoint import Checkpoint, CheckpointError, load_checkpoint, load_target
 from agents.preflight.cmdline import SpecConfig, local_checkpoint, scan_cmdline, scan_launch
-from agents.preflight.check import ENGINES, check_draft, no_checkpoint
 from agents.preflight.family import NO_CHECKPOINT, from_method
 from agents.preflight.findings import Finding, as_text, counts, exit_code, sort_findings, summary_line
 

@@ -74,9 +74,7 @@ def _shard_files(root: Path, role: str) -> tuple[list[str], list[Finding]]:
         return [n for n in names if n not in missing], problems
     files = sorted(p.name for p in root.glob("*.safetensors"))
     if not files:
-        files = sorted(
-            p.name for p in [*root.glob("*.bin"), *root.glob("*.pt")] if p.name not in NOT_WEIGHTS
-        )
+        files = sorted(p.name for p in [*root.glob("*.bin"), *root.glob("*.pt")] if p.name not in NOT_WEIGHTS)
     if not files:
         raise CheckpointError(f"{root} has no weights (*.safetensors, *.bin or *.pt)")
     return files, []

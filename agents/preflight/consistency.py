@@ -126,7 +126,7 @@ def own_embedding(cfg: DraftConfig, tcfg: TargetConfig | None, draft: Checkpoint
     without its own ``embed_tokens`` the draft embeds with random weights."""
     H = cfg.hidden_size
     Ht = tcfg.hidden_size if tcfg and tcfg.hidden_size else cfg.target_hidden_size
-    if not H or not Ht or H == Ht or any(k.endswith("embed_tokens.weight") for k in draft.tensors):
+    if not H or not Ht or Ht == H or any(k.endswith("embed_tokens.weight") for k in draft.tensors):
         return []
     return [
         Finding(

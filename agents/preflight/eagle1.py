@@ -52,7 +52,7 @@ def _strip(key: str) -> str:
 
 def expected(cfg: dict[str, object], engine: str) -> dict[str, str]:
     """Parameter (checkpoint name) → role, for what the engine's EAGLE class builds."""
-    n = int(_lookup(cfg, "num_hidden_layers", ()) or 1)  # type: ignore[call-overload]
+    n = int(_lookup(cfg, "num_hidden_layers", ()) or 1)
     bias = bool(_lookup(cfg, "attention_bias", ()) or _lookup(cfg, "bias", ()))
     out = {"fc.weight": "the fusion layer"}
     if engine == "sglang":
@@ -76,8 +76,9 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str) -> list[Fin
     out = list(draft.problems)
     if engine == "sglang" and arch not in SGLANG_CLASSES:
         if arch.startswith("Eagle") or not arch.endswith("ForCausalLM"):
-            return out + [_refused(arch, name, "SGLang has no such model class", "LlamaForCausalLMEagle")]
-        return out + [
+            return [*out, _refused(arch, name, "SGLang has no such model class", "LlamaForCausalLMEagle")]
+        return [
+            *out,
             Finding(
                 "dropped_keys",
                 "error",
@@ -87,11 +88,14 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str) -> list[Fin
                 fix='set "architectures": ["LlamaForCausalLMEagle"] (vLLM needs LlamaForCausalLM or '
                 "EagleLlamaForCausalLM instead: keep one copy per engine)",
                 keys=tuple(sorted(k for k in draft.tensors if "rotary_emb.inv_freq" not in k)),
-            )
+            ),
         ]
     if engine == "vllm" and (arch if arch.startswith("Eagle") else f"Eagle{arch}") not in VLLM_CLASSES:
-        return out + [
-            _refused(arch, name, f"vLLM serves it as Eagle{arch}, which it does not have", "LlamaForCausalLM")
+        return [
+            *out,
+            _refused(
+                arch, name, f"vLLM serves it as Eagle{arch}, which it does not have", "LlamaForCausalLM"
+            ),
         ]
     tied = bool(_lookup(cfg, "tie_word_embeddings", ()))
     if engine == "sglang" and tied:
@@ -119,7 +123,11 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str) -> list[Fin
                 effect=f"never loaded: {roles} keep their initial values (not the trained ones); acceptance "
                 "drops; nothing warns",
                 fix="re-export every draft tensor from the trainer"
-                + ("; a draft trained without fc.bias cannot be served by SGLang exactly" if "fc.bias" in missing else ""),
+                + (
+                    "; a draft trained without fc.bias cannot be served by SGLang exactly"
+                    if "fc.bias" in missing
+                    else ""
+                ),
                 keys=tuple(missing),
             )
         )
@@ -184,6 +192,6 @@ def _refused(arch: str, engine: str, why: str, fix_arch: str) -> Finding:
         "architecture",
         "error",
         f"architectures says {arch or 'nothing'}: {why}",
-        effect=f"{engine} refuses the draft at start-up (\"Model architectures [...] are not supported\")",
+        effect=f'{engine} refuses the draft at start-up ("Model architectures [...] are not supported")',
         fix=f'set "architectures": ["{fix_arch}"] for {engine}',
     )

@@ -310,7 +310,7 @@ def _sglang_no_draft_vocab_key() -> Finding:
         "config.json has no draft_vocab_size key: SGLang's EAGLE-3 class cannot be built",
         effect="start-up fails in LlamaForCausalLMEagle3.__init__: \"'LlamaConfig' object has no attribute "
         "'draft_vocab_size'\" (vLLM loads it, taking vocab_size)",
-        fix='add "draft_vocab_size" to config.json: the draft head\'s row count, or null to use the target\'s '
+        fix="add \"draft_vocab_size\" to config.json: the draft head's row count, or null to use the target's "
         "head",
     )
 

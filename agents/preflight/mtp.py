@@ -28,7 +28,7 @@ PARTS = ("enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.wei
 
 
 def _int(cfg: dict[str, object], key: str) -> int | None:
-    v = _lookup(cfg, key, NESTS)  # type: ignore[arg-type]
+    v = _lookup(cfg, key, NESTS)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
@@ -57,7 +57,8 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str, version: st
     out = list(draft.problems)
     n = _int(cfg, "num_nextn_predict_layers") or (_int(tcfg, "num_nextn_predict_layers") if tcfg else None)
     if not n:
-        return out + [
+        return [
+            *out,
             Finding(
                 "config_incomplete",
                 "error",
@@ -65,7 +66,7 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str, version: st
                 effect='SGLang stops at start-up ("num_nextn_predict_layers is not in the config"); vLLM builds '
                 "a draft with no layer",
                 fix="copy num_nextn_predict_layers from the model's published config.json",
-            )
+            ),
         ]
     if engine == "sglang" and n != 1:
         out.append(
@@ -80,7 +81,12 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str, version: st
     model_type = str(_lookup(cfg, "model_type", NESTS) or "")
     archs = cfg.get("architectures")
     arch = str(archs[0]) if isinstance(archs, list) and archs else ""
-    if engine == "vllm" and model_type not in MTP_MODEL_TYPES and "MTP" not in arch and not model_type.endswith("_mtp"):
+    if (
+        engine == "vllm"
+        and model_type not in MTP_MODEL_TYPES
+        and "MTP" not in arch
+        and not model_type.endswith("_mtp")
+    ):
         out.append(
             Finding(
                 "architecture",
@@ -98,7 +104,11 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str, version: st
         else ("0 (config.json says one layer)" if idx == 0 else "config.json's num_hidden_layers")
     )
     if not found:
-        out.append(_layer_problem("mtp_layer_missing", engine, name, idx, where, (), "the checkpoint has no MTP layer"))
+        out.append(
+            _layer_problem(
+                "mtp_layer_missing", engine, name, idx, where, (), "the checkpoint has no MTP layer"
+            )
+        )
         return out
     if idx is None:
         out.append(
@@ -115,12 +125,22 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str, version: st
         keys = tuple(k for i in at for k in found[i])
         out.append(
             _layer_problem(
-                "mtp_layer_index", engine, name, idx, where, keys, f"the checkpoint has its MTP layer at index {at}"
+                "mtp_layer_index",
+                engine,
+                name,
+                idx,
+                where,
+                keys,
+                f"the checkpoint has its MTP layer at index {at}",
             )
         )
         return out
     have = set(draft.tensors)
-    missing = [f"model.layers.{idx}.{p}" for p in PARTS if f"model.layers.{idx}.{p}" not in have and f"layers.{idx}.{p}" not in have]
+    missing = [
+        f"model.layers.{idx}.{p}"
+        for p in PARTS
+        if f"model.layers.{idx}.{p}" not in have and f"layers.{idx}.{p}" not in have
+    ]
     if missing:
         out.append(
             Finding(

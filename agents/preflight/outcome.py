@@ -28,7 +28,10 @@ IGNORED_KEYS = ("t2d",)
 
 # vLLM builds draft_id_to_target_id with the draft vocabulary's length and copies d2t into it (a shape
 # error when they differ); SGLang takes d2t as it is
-REFUSING_ON = {"vllm": {"d2t_shape", "d2t_unexpected", "mtp_layer_index", "mtp_layer_missing"}, "sglang": set()}
+REFUSING_ON = {
+    "vllm": {"d2t_shape", "d2t_unexpected", "mtp_layer_index", "mtp_layer_missing"},
+    "sglang": set(),
+}
 
 
 def load_outcome(findings: list[Finding], engine: str = "sglang") -> dict[str, Any]:

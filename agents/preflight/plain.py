@@ -26,7 +26,7 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str) -> list[Fin
     out = list(draft.problems)
     V = _lookup(cfg, "vocab_size", NESTS)
     tV = _lookup(target.config, "vocab_size", NESTS) if target else None
-    if isinstance(V, int) and isinstance(tV, int) and V != tV:
+    if isinstance(V, int) and isinstance(tV, int) and tV != V:
         out.append(
             Finding(
                 "vocab_mismatch",

@@ -31,7 +31,9 @@ STORAGE_DTYPES = {
 }  # fmt: skip
 MAX_PICKLE_BYTES = 256 * 1024 * 1024  # a state dict's structure is kilobytes to a few megabytes
 # files next to the weights that are pickles but not weights (vLLM and SGLang skip them too)
-NOT_WEIGHTS = frozenset({"training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth"})
+NOT_WEIGHTS = frozenset(
+    {"training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +143,11 @@ def structure(blob: bytes) -> Any:
             if isinstance(stack[-1], list):
                 stack[-1].extend(items)
         elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-            memo[int(arg)] = stack[-1]
+            memo[int(str(arg))] = stack[-1]
         elif name == "MEMOIZE":
             memo[len(memo)] = stack[-1]
         elif name in ("GET", "BINGET", "LONG_BINGET"):
-            stack.append(memo[int(arg)])
+            stack.append(memo[int(str(arg))])
         elif name == "POP":
             stack.pop()
         elif name == "POP_MARK":
@@ -185,7 +187,9 @@ def read_torch_header(path: Path) -> Header:
                 raise HeaderError(f"{path} is a zip file without data.pkl: not a torch.save checkpoint")
             info = zf.getinfo(pkl)
             if info.file_size > MAX_PICKLE_BYTES:
-                raise HeaderError(f"{path}: its data.pkl is {info.file_size} bytes, too large to be a state dict")
+                raise HeaderError(
+                    f"{path}: its data.pkl is {info.file_size} bytes, too large to be a state dict"
+                )
             blob = zf.read(pkl)
     except zipfile.BadZipFile as exc:
         raise HeaderError(
@@ -207,5 +211,9 @@ def read_torch_header(path: Path) -> Header:
         if t is None:
             continue
         dtype, shape = t
-        tensors[str(name)] = TensorInfo(str(name), dtype, shape, path.name, int(numel(shape) * DTYPE_BYTES.get(dtype, 0)))
-    return Header(file=path.name, tensors=tensors, metadata={"format": "torch"}, file_bytes=size, expected_bytes=size)
+        tensors[str(name)] = TensorInfo(
+            str(name), dtype, shape, path.name, int(numel(shape) * DTYPE_BYTES.get(dtype, 0))
+        )
+    return Header(
+        file=path.name, tensors=tensors, metadata={"format": "torch"}, file_bytes=size, expected_bytes=size
+    )

@@ -137,7 +137,10 @@ class DraftPreflight:
             log.warning("draft preflight of %s failed: %s", label, exc)
             findings = [Finding("preflight_failed", "warning", f"the preflight itself failed: {exc}")]
         log.info(
-            "draft preflight of %s: %d findings in %.2f s", label, len(findings), time.perf_counter() - started
+            "draft preflight of %s: %d findings in %.2f s",
+            label,
+            len(findings),
+            time.perf_counter() - started,
         )
         return preflight_event(label, findings, self._clock())
 

@@ -182,7 +182,11 @@ def cmd_check_draft(args: argparse.Namespace) -> int:
     fam = from_method(_method(args))
     if fam in NO_CHECKPOINT:
         notes = no_checkpoint(fam or "", args.engine)
-        print(json.dumps({"findings": [f.to_dict() for f in notes], "exit_code": 0}) if args.json else notes[0].title)
+        print(
+            json.dumps({"findings": [f.to_dict() for f in notes], "exit_code": 0})
+            if args.json
+            else notes[0].title
+        )
         return 0
     try:
         draft = load_checkpoint(_local(args.draft), "draft")

@@ -37,11 +37,15 @@ SMALL = {
 }
 
 
-def write(path: Path, tensors: dict[str, torch.Tensor], config: dict, how: str, method: str | None, target: str) -> None:
+def write(
+    path: Path, tensors: dict[str, torch.Tensor], config: dict, how: str, method: str | None, target: str
+) -> None:
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, path / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in tensors.items()}, path / "model.safetensors", metadata={"format": "pt"}
+    )
     (path / "config.json").write_text(json.dumps(config, indent=2))
     meta(path, how, method, target)
 
@@ -56,16 +60,35 @@ def plain(out: Path) -> None:
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
     p = out / "plain-llama"
     model.save_pretrained(p)
-    meta(p, "transformers LlamaForCausalLM.save_pretrained (2 layers), served as a draft model", "draft_model", "llama")
+    meta(
+        p,
+        "transformers LlamaForCausalLM.save_pretrained (2 layers), served as a draft model",
+        "draft_model",
+        "llama",
+    )
     p = out / "plain-llama-bin"
-    model.save_pretrained(p)  # transformers 5 writes safetensors only: the .bin is torch.save's, as older ones wrote
+    model.save_pretrained(
+        p
+    )  # transformers 5 writes safetensors only: the .bin is torch.save's, as older ones wrote
     (p / "model.safetensors").unlink()
     torch.save(model.state_dict(), p / "pytorch_model.bin")
-    meta(p, "the same weights as torch.save(state_dict) → pytorch_model.bin (what transformers 4 wrote)", "draft_model", "llama")
-    tied = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, tie_word_embeddings=True, **SMALL)).to(torch.bfloat16)
+    meta(
+        p,
+        "the same weights as torch.save(state_dict) → pytorch_model.bin (what transformers 4 wrote)",
+        "draft_model",
+        "llama",
+    )
+    tied = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, tie_word_embeddings=True, **SMALL)).to(
+        torch.bfloat16
+    )
     p = out / "plain-llama-tied"
     tied.save_pretrained(p)
-    meta(p, "transformers LlamaForCausalLM, tie_word_embeddings (no lm_head.weight saved)", "draft_model", "llama")
+    meta(
+        p,
+        "transformers LlamaForCausalLM, tie_word_embeddings (no lm_head.weight saved)",
+        "draft_model",
+        "llama",
+    )
     p = out / "plain-llama-auto"
     model.save_pretrained(p)
     meta(p, "plain-llama launched without a method (vLLM decides by the path)", None, "llama")
@@ -168,7 +191,9 @@ def deepseek_target(root: Path) -> tuple[Path, dict[str, torch.Tensor], dict]:
     model.save_pretrained(path)  # for config.json; the weights are replaced by the ones with the MTP layer
     for f in path.glob("*.safetensors"):
         f.unlink()
-    save_file({k: v.contiguous() for k, v in sd.items()}, path / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in sd.items()}, path / "model.safetensors", metadata={"format": "pt"}
+    )
     return path, sd, json.loads((path / "config.json").read_text())
 
 
@@ -181,7 +206,11 @@ def mtp(root: Path) -> None:
         shutil.rmtree(dst)
     shutil.copytree(path, dst)
     meta(dst, "the DeepSeek-V3 target checkpoint itself (MTP layer at index L)", "mtp", "deepseek")
-    layer = {k.replace(f"model.layers.{n}.", "model.layers.0."): v for k, v in sd.items() if k.startswith(f"model.layers.{n}.")}
+    layer = {
+        k.replace(f"model.layers.{n}.", "model.layers.0."): v
+        for k, v in sd.items()
+        if k.startswith(f"model.layers.{n}.")
+    }
     export = {**cfg, "num_hidden_layers": 1, "architectures": ["DeepseekV3ForCausalLMNextN"]}
     write(out / "mtp-nextn-export", layer, export,
           "SGLang's export_deepseek_nextn.py: layer L renamed to layers.0, num_hidden_layers 1", "mtp", "deepseek")  # fmt: skip

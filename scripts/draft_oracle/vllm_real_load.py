@@ -28,8 +28,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
-import harness  # noqa: E402
-import torch  # noqa: E402
+import harness
+import torch
 
 
 def setup() -> None:
@@ -77,14 +77,18 @@ def load_one(path: str, targets: Path) -> dict[str, Any]:
         return {**row, "stage": "architecture", "refused": harness.short(exc), "where": harness.where(exc)}
     vcfg = VllmConfig(model_config=target_cfg, speculative_config=sc, load_config=LoadConfig())
     # the proposer's draft config: the target's VllmConfig; a draft_model proposer uses the draft's model_config
-    build_cfg = (
-        dataclasses.replace(vcfg, model_config=draft_cfg) if sc.method == "draft_model" else vcfg
-    )
+    build_cfg = dataclasses.replace(vcfg, model_config=draft_cfg) if sc.method == "draft_model" else vcfg
     try:
         with torch.device("cpu"):
             model = initialize_model(build_cfg, model_config=draft_cfg)
     except Exception as exc:
-        return {**row, "stage": "build", "refused": harness.short(exc), "where": harness.where(exc), "arch": arch}
+        return {
+            **row,
+            "stage": "build",
+            "refused": harness.short(exc),
+            "where": harness.where(exc),
+            "arch": arch,
+        }
     import vllm.model_executor.model_loader.weight_utils as wu
 
     loader = DefaultModelLoader(LoadConfig())

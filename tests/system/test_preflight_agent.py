@@ -83,7 +83,12 @@ def test_event_carries_the_findings(tmp_path: Path) -> None:
     assert ev.fields["errors"] == 2 and ev.fields["exit_code"] == 2
     assert ev.fields["codes"] == "aux_layers_resolved,draft_family,dropped_keys,lm_head_missing"
     rows = json.loads(str(ev.fields["findings_json"]))
-    assert {r["code"] for r in rows} == {"dropped_keys", "lm_head_missing", "aux_layers_resolved", "draft_family"}
+    assert {r["code"] for r in rows} == {
+        "dropped_keys",
+        "lm_head_missing",
+        "aux_layers_resolved",
+        "draft_family",
+    }
     assert "silently dropped" in ev.message
     # the event passes the server's validation of the wire contract
     from pydantic import TypeAdapter
