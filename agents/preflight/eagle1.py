@@ -68,17 +68,50 @@ def expected(cfg: dict[str, object], engine: str) -> dict[str, str]:
     return out
 
 
+def plain_llama_params(cfg: dict[str, object]) -> tuple[str, ...]:
+    """What SGLang's plain LlamaForCausalLM builds (its embedding and head are then the target's)."""
+    n = int(_lookup(cfg, "num_hidden_layers", ()) or 1)
+    bias = bool(_lookup(cfg, "attention_bias", ()) or _lookup(cfg, "bias", ()))
+    out = ["norm.weight"]
+    for i in range(n):
+        out += [f"layers.{i}.{p}" for p in (*LAYER_PARTS, "input_layernorm.weight")]
+        if bias:
+            out += [f"layers.{i}.self_attn.{p}_proj.bias" for p in ("q", "k", "v", "o")]
+    return tuple(sorted(out))
+
+
 def check(draft: Checkpoint, target: Checkpoint | None, engine: str) -> list[Finding]:
     cfg = draft.config
     archs = cfg.get("architectures")
     arch = str(archs[0]) if isinstance(archs, list) and archs else ""
     name = "SGLang" if engine == "sglang" else "vLLM"
     out = list(draft.problems)
+    if engine == "sglang" and bool(_lookup(cfg, "tie_word_embeddings", ())):
+        out.append(
+            Finding(
+                "architecture",
+                "error",
+                "tie_word_embeddings is true: SGLang's EAGLE worker crashes at start-up",
+                effect="set_embed_and_head deletes lm_head.weight after the tied embedding weight it shares is "
+                "gone (AttributeError: 'VocabParallelEmbedding' object has no attribute 'weight'); the server "
+                "never starts",
+                fix='set "tie_word_embeddings": false (the draft uses the target\'s head anyway)',
+            )
+        )
     if engine == "sglang" and arch not in SGLANG_CLASSES:
         if arch.startswith("Eagle") or not arch.endswith("ForCausalLM"):
             return [*out, _refused(arch, name, "SGLang has no such model class", "LlamaForCausalLMEagle")]
+        plain = plain_llama_params(cfg)
         return [
             *out,
+            Finding(
+                "missing_params",
+                "error",
+                f"SGLang's plain {arch} is left at random init: {len(plain)} parameters, nothing loaded",
+                effect="the draft proposes noise; acceptance is ~0; nothing warns",
+                fix='set "architectures": ["LlamaForCausalLMEagle"]',
+                keys=plain,
+            ),
             Finding(
                 "dropped_keys",
                 "error",
@@ -87,7 +120,12 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str) -> list[Fin
                 "draft runs at random init and acceptance is ~0; nothing warns",
                 fix='set "architectures": ["LlamaForCausalLMEagle"] (vLLM needs LlamaForCausalLM or '
                 "EagleLlamaForCausalLM instead: keep one copy per engine)",
-                keys=tuple(sorted(k for k in draft.tensors if "rotary_emb.inv_freq" not in k)),
+                # the embedding is replaced by the target's anyway (set_embed_and_head)
+                keys=tuple(
+                    sorted(
+                        k for k in draft.tensors if "rotary_emb.inv_freq" not in k and "embed_tokens" not in k
+                    )
+                ),
             ),
         ]
     if engine == "vllm" and (arch if arch.startswith("Eagle") else f"Eagle{arch}") not in VLLM_CLASSES:
@@ -97,18 +135,6 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str) -> list[Fin
                 arch, name, f"vLLM serves it as Eagle{arch}, which it does not have", "LlamaForCausalLM"
             ),
         ]
-    tied = bool(_lookup(cfg, "tie_word_embeddings", ()))
-    if engine == "sglang" and tied:
-        out.append(
-            Finding(
-                "architecture",
-                "error",
-                "tie_word_embeddings is true: SGLang's EAGLE worker crashes at start-up",
-                effect="set_embed_and_head deletes lm_head.weight after the tied embedding weight it shares is "
-                "gone (AttributeError); the server never starts",
-                fix='set "tie_word_embeddings": false (the draft uses the target\'s head anyway)',
-            )
-        )
     params = expected(cfg, engine)
     names = {k: _strip(k) for k in draft.tensors}
     have = set(names.values())

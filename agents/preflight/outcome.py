@@ -47,6 +47,9 @@ def load_outcome(findings: list[Finding], engine: str = "sglang") -> dict[str, A
             missing.update(f.keys)
         elif f.code == "lm_head_missing":
             missing.add("lm_head.weight")
+        elif f.code in ("mtp_layer_index", "mtp_layer_missing"):  # SGLang: nothing of it loads, silently
+            dropped.update(f.keys)
+            missing.add("the MTP layer")
         elif f.code == "later_layer_norm":
             missing.update(v.removeprefix("model.") for v in f.renames.values())
     if refusing:

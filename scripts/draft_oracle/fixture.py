@@ -69,6 +69,10 @@ def row(engine: str, version: str, r: dict, ck: dict | None = None, targets: dic
     unused = [re.compile(p) for p in UNUSED[engine]]
     if embed_shared(ck, targets or {}):
         unused.append(re.compile(r"embed_tokens\.weight"))
+    mtp = r.get("method") == "mtp"
+    if engine == "sglang" and r.get("method") in ("eagle", "mtp"):
+        # eagle_worker_v2.py:378: an EAGLE (v1) draft always gets the target's embedding and head
+        unused += [re.compile(r"embed_tokens\.weight"), re.compile(r"lm_head\.weight")]
     out = {"engine": engine, "version": version, "stage": r["stage"]}
     for k in ("method",):
         if k in r:
@@ -77,9 +81,18 @@ def row(engine: str, version: str, r: dict, ck: dict | None = None, targets: dic
         out["refused"] = r["refused"]
         out["where"] = r.get("where", [])
     if r["stage"] == "load" and "refused" not in r:
-        body = mtp_body(r.get("keys", [])) if r.get("method") == "mtp" else set()
+        body = mtp_body(r.get("keys", [])) if mtp else set()
+        if mtp and engine == "sglang":
+            # replaced by the target's (set_embed_and_head), and q_a / kv_a concatenated into one fused
+            # parameter before the copy the oracle watches: loaded, though no copy_ of them is seen
+            fused = not any("fused_qkv_a_proj" in k for k in r["missing"])
+            pat = r"\.(?:embed_tokens|shared_head\.head)\.weight$" + (r"|\.(?:q_a_proj|kv_a_proj_with_mqa)\." if fused else "")
+            body |= {k for k in r["dropped"] if re.search(pat, k)}
         out["dropped"] = [k for k in r["dropped"] if not SKIPPED_BY_RULE.search(k) and k not in body]
         out["missing"] = [k for k in r["missing"] if not any(p.fullmatch(k) for p in unused)]
+    if mtp and out.get("dropped") is not None and engine == "sglang":
+        # SGLang's NextN parameters are not checkpoint names (decoder.*, fused experts): outcome only
+        out["compare"] = "outcome"
     for k in ("class", "arch", "d2t_len", "lm_head_from_target", "other_class"):
         if k in r:
             out[k] = r[k]
@@ -92,7 +105,11 @@ def main(oracle: Path, out: Path, merge: bool = False) -> None:
     ck = oracle / "ckpts"
     old = json.loads(out.read_text()) if merge and out.exists() else {}
     checkpoints = {p.name: checkpoint(p) for p in sorted((ck / "drafts").iterdir()) if p.is_dir()}
-    checkpoints = {**checkpoints, **old.get("checkpoints", {})}  # recorded ones stay as recorded
+    # recorded EAGLE-3 checkpoints stay as recorded; the families' drafts (ORACLE.json) are remade with them
+    checkpoints = {
+        **checkpoints,
+        **{k: v for k, v in old.get("checkpoints", {}).items() if "launch" not in v},
+    }
     for engine_dir in sorted((ck / "fixed").glob("*")):
         for p in sorted(engine_dir.iterdir()):
             checkpoints[f"fix~{p.name}~{engine_dir.name}"] = checkpoint(p)
@@ -106,7 +123,7 @@ def main(oracle: Path, out: Path, merge: bool = False) -> None:
         if "rows" not in data:
             continue
         engine, version = data["engine"], data["version"]
-        engines[f"{engine} {version}"] = {"stubbed": data["stubbed"]}
+        engines.setdefault(f"{engine} {version}", {"stubbed": data["stubbed"]})
         for name, r in sorted(data["rows"].items()):
             key = name
             if name.startswith("fix~"):
@@ -114,8 +131,8 @@ def main(oracle: Path, out: Path, merge: bool = False) -> None:
                 if key not in checkpoints:
                     continue
             rows.append({"checkpoint": key, **row(engine, version, r, checkpoints.get(key), targets)})
-    fresh = {(r["engine"], r["version"]) for r in rows}
-    rows = [r for r in old.get("rows", []) if (r["engine"], r["version"]) not in fresh] + rows
+    fresh = {(r["engine"], r["version"], r["checkpoint"]) for r in rows}
+    rows = [r for r in old.get("rows", []) if (r["engine"], r["version"], r["checkpoint"]) not in fresh] + rows
     fixture = {
         "about": "made by scripts/draft_oracle/run.sh: real engine loaders on the CPU, see its README",
         "engines": engines,

@@ -130,7 +130,10 @@ def eagle1(out: Path) -> None:
               f"EAGLE v1 layout (fc [H,2H] + bias, layers.0 without input_layernorm), architectures {arch}",
               method, "llama")  # fmt: skip
     write(out / "eagle1-no-bias", eagle1_tensors(bias=False), {**base, "architectures": ["LlamaForCausalLM"]},
-          "EAGLE v1 layout trained without fc.bias, config still says bias: true", "eagle", "llama")  # fmt: skip
+          "EAGLE v1 layout trained without fc.bias", "eagle", "llama")  # fmt: skip
+    write(out / "eagle1-llamaeagle-no-bias", eagle1_tensors(bias=False),
+          {**base, "architectures": ["LlamaForCausalLMEagle"]},
+          "EAGLE v1 layout trained without fc.bias, under SGLang's class name", "eagle", "llama")  # fmt: skip
     write(out / "eagle1-tied", eagle1_tensors(embed=True),
           {**base, "architectures": ["LlamaForCausalLM"], "tie_word_embeddings": True},
           "EAGLE v1 layout with its own embed_tokens and tie_word_embeddings: true", "eagle", "llama")  # fmt: skip
@@ -170,6 +173,7 @@ def deepseek_target(root: Path) -> tuple[Path, dict[str, torch.Tensor], dict]:
     # fields of DeepSeek-V3's published config.json that transformers' class does not carry; vLLM's MoE gate
     # builds e_score_correction_bias from topk_method
     cfg.topk_method, cfg.scoring_func, cfg.norm_topk_prob = "noaux_tc", "sigmoid", True
+    cfg.moe_layer_freq, cfg.ep_size = 1, 1  # SGLang's DeepseekV2 MoE reads moe_layer_freq
     model = DeepseekV3ForCausalLM(cfg).to(torch.bfloat16)
     sd = per_expert(model.state_dict())
     n = cfg.num_hidden_layers
