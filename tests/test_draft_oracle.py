@@ -141,6 +141,16 @@ def test_fixture_covers_what_the_issue_asks() -> None:
         "broken-spec-midlayer",
     ):
         assert want in names
+    # every family, on both engines' real loaders (vLLM 0.32 installed, SGLang 0.5.23)
+    for family in ("e3-", "eagle1-", "mtp-", "plain-"):
+        for engine in (("vllm", "0.32.0"), ("sglang", "0.5.23")):
+            got = [
+                r
+                for r in DATA["rows"]
+                if r["checkpoint"].startswith(family) and (r["engine"], r["version"]) == engine
+            ]
+            assert len(got) >= 3, (family, engine)
+    assert any(f.endswith(".bin") for ck in DATA["checkpoints"].values() for f in ck["files"])
     # every fix check-draft wrote was loaded by the engine release it was written for, and loads clean there
     fixes = [r for r in DATA["rows"] if r["checkpoint"].startswith("fix~")]
     assert fixes
