@@ -233,8 +233,13 @@ def test_ngram_launch_and_config_lines(tmp_path: Path) -> None:
         [ev] = _drain_until(watch, 1)
         assert ev.fields["exit_code"] == 0 and "nothing to check" in ev.message
         # a launch seen only through its config line (vLLM's start-up line, as the log parser keeps it)
-        line = "speculative_config=SpeculativeConfig(method='suffix', model=None, num_spec_tokens=3)"
-        assert watch.observe_config_line({"engine": "vllm", "speculative_config": line}) is not None
+        from agents.logparse.config import config_fields
+
+        line = (
+            "Initializing a V1 LLM engine (v0.32.0) with config: model='/models/llama', speculative_config="
+            "SpeculativeConfig(method='suffix', model=None, num_spec_tokens=3), tensor_parallel_size=1"
+        )
+        assert watch.observe_config_line(config_fields(line)) is not None
         [ev] = _drain_until(watch, 1)
         assert "suffix decoding has no draft checkpoint" in ev.message
         # SGLang NEXTN without a draft path: the target is what gets checked (a Llama has no MTP layer)
