@@ -126,3 +126,24 @@ def test_a_pickle_in_a_bin_is_never_run(tmp_path: Path) -> None:
     proc = cli("check-draft", str(d), check=False)
     assert proc.returncode == 2 and "does not hold a state dict" in proc.stderr
     assert not marker.exists()
+
+
+def test_mtp_layouts_without_a_layer_index(tmp_path: Path) -> None:
+    """Qwen3-Next keeps its MTP block under mtp.*: no index rule applies, so no false alarm; a DeepSeek-V3 target
+    quantized without its MTP layer is named as such (vLLM refuses it, SGLang would load nothing)."""
+    from tests.support.checkpoints import write_config, write_safetensors
+
+    qwen = tmp_path / "qwen3-next"
+    write_config(qwen, {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+                        "num_hidden_layers": 4, "num_nextn_predict_layers": 1, "hidden_size": 64})  # fmt: skip
+    write_safetensors(qwen / "model.safetensors", {"mtp.fc.weight": ("BF16", (64, 128)),
+                                                   "model.layers.0.mlp.gate.weight": ("BF16", (4, 64))})  # fmt: skip
+    for engine, method in (("vllm", "mtp"), ("sglang", "NEXTN")):
+        code, report = check(qwen, "--engine", engine, "--method", method)
+        assert (code, codes(report)) == (0, []), report["findings"]
+    ds = tmp_path / "deepseek-no-mtp"
+    write_config(ds, {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+                      "num_hidden_layers": 2, "num_nextn_predict_layers": 1, "hidden_size": 64})  # fmt: skip
+    write_safetensors(ds / "model.safetensors", {"model.layers.0.input_layernorm.weight": ("BF16", (64,))})
+    code, report = check(ds, "--target", ds, "--engine", "vllm")  # no method: the config declares MTP layers
+    assert (code, codes(report), report["load"]["outcome"]) == (2, ["mtp_layer_missing"], "refused")

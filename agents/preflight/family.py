@@ -56,7 +56,8 @@ _MTP_METHOD = re.compile(r"^[a-z0-9_]+_mtp$")
 MTP_MODEL_TYPES = frozenset(
     {"deepseek_v3", "deepseek_v32", "deepseek_mtp", "glm4_moe", "qwen3_next", "mimo", "ernie4_5_moe"}
 )
-MTP_TENSOR = re.compile(r"(?:^|\.)(?:enorm|hnorm|eh_proj|shared_head)\.")
+# DeepSeek / GLM (model.layers.L.enorm ...), Qwen3-Next (mtp.*), MiMo (model.mtp_layers.N.*)
+MTP_TENSOR = re.compile(r"(?:^|\.)(?:enorm|hnorm|eh_proj|shared_head)\.|^mtp\.|(?:^|\.)mtp_layers\.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,9 @@ def from_checkpoint(config: Mapping[str, Any], keys: Iterable[str] = ()) -> Fami
         return "eagle"
     if any(MTP_TENSOR.search(k) for k in names):
         return "mtp"
+    nextn = config.get("num_nextn_predict_layers")
+    if isinstance(nextn, int) and nextn > 0:
+        return "mtp"  # a target that declares MTP layers (its checkpoint may lack them: mtp.py says so)
     if any(k.endswith("fc.weight") and "layers." not in k for k in names):
         return "eagle3" if "eagle_config" in config or "draft_vocab_size" in config else "eagle"
     if arch.endswith(("ForCausalLM", "ForConditionalGeneration", "LMHeadModel")):

@@ -96,6 +96,18 @@ def check(draft: Checkpoint, target: Checkpoint | None, engine: str, version: st
                 fix="use the model's published config.json (model_type deepseek_v3, glm4_moe, qwen3_next, ...)",
             )
         )
+    own = sorted(k for k in draft.tensors if k.startswith("mtp.") or ".mtp_layers." in k)
+    if own:
+        # Qwen3-Next keeps its MTP block under mtp.*, MiMo under model.mtp_layers.N: no layer-index question
+        out.append(
+            Finding(
+                "mtp_layer_resolved",
+                "info",
+                f"{len(own)} MTP tensors in the {'mtp.*' if own[0].startswith('mtp.') else 'mtp_layers'} layout; "
+                "the layer-index rule is DeepSeek's / GLM's (model.layers.L), not checked here",
+            )
+        )
+        return out
     idx = read_index(engine, cfg, tcfg)
     found = layers_found(sorted(draft.tensors))
     where = (
