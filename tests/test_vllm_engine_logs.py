@@ -145,3 +145,22 @@ def test_ngram_at_one_is_the_traffic_not_a_broken_checkpoint() -> None:
     assert "check-draft" not in str(d.causes)
     eagle = diagnose(LaunchSpecEvidence(points=ev.points, method="eagle3"))
     assert eagle.verdict == "draft_broken" and "check-draft" in str(eagle.causes)
+
+
+def test_a_launch_that_ended_ends_its_open_low_acceptance_saying_so() -> None:
+    from app.offline.driver import OfflineRun
+
+    run = OfflineRun(DetectConfig(agent_silent_enabled=False), tick_s=1.0)
+    events = parse_lines((LOGS / "eagle3-rejected-then-sigterm.log").read_text().splitlines())
+    for ev in events:
+        run.advance(ev.ts)
+        run.events("h", [ev])
+        run.processes("h", [_proc(ev.ts, 12, "VLLM::Worker", "S", "worker", "TP0")])
+    low = [i for i in run.incidents if i.kind == "low_acceptance"]
+    assert low and low[0].resolved_at is None, "the rejected draft is open while the engine runs"
+    end = events[-1].ts + 1
+    exited = _proc(end, 12, "VLLM::Worker", "exited", "worker", "TP0")
+    run.processes("h", [exited])
+    run.advance(end + 3)
+    assert low[0].resolved_at is not None and "launch ended" in low[0].summary, low[0].summary
+    assert [i.kind for i in run.incidents if i.kind == "rank_crashed"] == []
