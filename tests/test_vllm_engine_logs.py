@@ -47,7 +47,8 @@ def test_the_worker_of_a_world_of_one_is_tp0_in_its_lines_and_its_process_title(
         classify(["VLLM::EngineCore"]),
         classify(["VLLM::Worker_TP1"]),
     )
-    assert worker is not None and worker.rank == "TP0" and worker.role == "worker"
+    # untagged: the only rank, or a worker vLLM has not renamed yet; its own lines say which (by its pid)
+    assert worker is not None and worker.rank is None and worker.role == "worker"
     assert core is not None and core.rank is None and core.role == "scheduler"  # serves ranks, is not one
     assert tp1 is not None and tp1.rank == "TP1"
 
@@ -164,3 +165,23 @@ def test_a_launch_that_ended_ends_its_open_low_acceptance_saying_so() -> None:
     run.advance(end + 3)
     assert low[0].resolved_at is not None and "launch ended" in low[0].summary, low[0].summary
     assert [i.kind for i in run.incidents if i.kind == "rank_crashed"] == []
+
+
+def test_tp2_workers_named_first_by_global_rank_then_by_tp_tag_are_two_ranks_not_four() -> None:
+    run, _ = replay([LOGS / "tp2-start-and-stop.log"], tick_s=1.0)
+    ranks = run.launch.ranks
+    assert sorted(ranks) == ["TP0", "TP1"], sorted(ranks)
+    assert ranks["TP1"].aka == "rank1" and ranks["TP1"].milestones >= 2  # its dist init came along
+    assert run.incidents == []
+
+
+def test_an_untagged_worker_process_is_the_rank_its_own_lines_named() -> None:
+    fleet = Fleet()
+    line = wire.Event(
+        ts=T, kind="dist_init_begin", message="world_size=1 rank=0 local_rank=0", rank="TP0",
+        fields={"global_rank": 0, "world_size": 1, "pid": 12, "process": "Worker"},
+    )  # fmt: skip
+    apply_event(fleet, "L", "h", line)
+    apply_process(fleet, "L", "h", _proc(T + 1, 12, "VLLM::Worker", "S", "worker", None))
+    st = fleet.launches["L"]
+    assert list(st.ranks) == ["TP0"] and st.ranks["TP0"].pid == 12 and st.ranks["TP0"].proc_state == "S"

@@ -134,6 +134,7 @@ class RankState:
     stopped_since: float | None = (
         None  # first of an unbroken run of samples in state T (SIGSTOP, job control)
     )
+    aka: str | None = None  # the label its first lines gave it (app/rankstate/aliases.py)
 
     # --- derived views --------------------------------------------------------------------------------
     @property
@@ -241,6 +242,8 @@ class LaunchState:
     # of any kind (not persisted: both only matter while such a log is being read)
     unnamed: dict[tuple[str, int], Unnamed] = field(default_factory=dict)
     last_line_at: float | None = None
+    # (host, pid) of a worker's log wrapper -> the rank its lines named (app/rankstate/aliases.py; not persisted)
+    log_pids: dict[tuple[str, int], str] = field(default_factory=dict)
     # the engine processes that are not ranks, by "host:pid" (app/rankstate/procs.py)
     procs: dict[str, EngineProc] = field(default_factory=dict)
     # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agents import ranklabel, wire
+from app.rankstate import aliases
 from app.rankstate.gpu import IO_RISE_BYTES
 from app.rankstate.infer import (
     BATCHES,
@@ -119,6 +120,7 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         if owner is not None and (r := st.ranks.get(owner[1])) is not None and ranklabel.is_torch(r.label):
             place_from_stack(st, r, ev)
         return
+    label = aliases.settle(st, host, ev, label)
     note_line(st, host, ev, label)  # the launch's latest line, and the process of one no rank took
     if label is None:
         if not job_line(st, ev):
@@ -331,6 +333,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
     if h.procs_listed_at is None or p.ts > h.procs_listed_at:
         h.procs_listed_at = p.ts
     label = p.rank
+    if label is None and p.role == "worker":
+        label = aliases.process_rank(fleet.launch(launch), host, p.pid)  # named by its own lines
     if label is None:
         if p.role in SERVING_ROLES:
             note_proc(fleet.launch(launch), host, p)
