@@ -7,12 +7,12 @@ own elapsed time dates its updates) and the target of the CUDA-graph capture in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, date, tzinfo
 
 from agents.wire import Event
 
-from . import heads, torchrun
+from . import envelope, heads, torchrun
+from .ascend import npu_message
 from .comms import comm_message
 from .config import config_fields, is_config_dump
 from .forms import Forms, guess_severity, worker_pid
@@ -113,6 +113,8 @@ class LogParser(Forms):
         """One physical line. A PyTorch glog line a terminal hard-wrapped goes on in lines with no header
         (vlm-r1#257: 116 columns, 'ProcessGroupNCCL' / 's watchdog got stuck for 480 seconds'): the pieces are
         joined and read again, and what the whole line says that its first piece did not is emitted then."""
+        if s.find("[rank", 1) > 0 and (glued := envelope.unglue(s)) is not None:  # two lines pasted as one
+            return self._line(glued[0], now) + self._line(glued[1], now)
         w, self._wrap = self._wrap, None
         if w is not None and w.takes(s) and not self._structured(s):
             w.add(s)
@@ -135,6 +137,9 @@ class LogParser(Forms):
                 self._tb.add("")
             return []
         c = s[0]
+        if c == ">" or (c == " " and "what():" in s[:16]) or (c.isdigit() and s[2:3] == ":"):
+            s = envelope.peel(s)
+            c = s[0]
         if c == "[" and s[1:3] == "20" and s[11:12] == " ":  # SGLang's own dated header: nothing in front
             return self._tb_then_parse(s, c, now, None)
         if (
@@ -304,6 +309,8 @@ class LogParser(Forms):
             if m:
                 self._saw("uvicorn", None, False)
                 return self._uvicorn(s, m.end(), heads.LEVELS[m.group(1)], now, extra)
+        if (c == "[" or (c.isupper() and s[2:6].isdigit())) and (npu := self._accelerator(s, now, extra)):
+            return npu
         if looks_like_bar(s):
             bar = parse_bar(s)
             if bar is not None:
@@ -332,6 +339,7 @@ class LogParser(Forms):
             self._took = True
             return []
         hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
+        hit = hit or npu_message(msg)
         if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):
             hit = torchrun.launcher_message(
                 msg
@@ -381,13 +389,3 @@ class LogParser(Forms):
 
 # the first four characters of a line that starts with a level word (vLLM, uvicorn, Python logging)
 _LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT"))
-
-
-def parse_lines(lines: Iterable[str], **kw: object) -> list[Event]:
-    """Parse a whole log (an iterable of lines) and flush: the convenience form of ``LogParser``."""
-    parser = LogParser(**kw)  # type: ignore[arg-type]
-    out: list[Event] = []
-    for line in lines:
-        out += parser.feed(line)
-    out += parser.flush()
-    return out

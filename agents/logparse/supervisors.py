@@ -12,6 +12,14 @@ Match = tuple[str, str, Fields]
 # Ray's memory monitor: "1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed ..."
 _RAY_OOM = re.compile(r"(\d{1,7}) Workers \(tasks / actors\) killed due to memory pressure \(OOM\)")
 
+_RAY_DIED = (
+    "A worker died or was killed while executing a task",
+    "The actor is dead because its worker process has died",
+    "The actor died unexpectedly before finishing this task",
+    "ray.exceptions.ActorDiedError:",
+)
+_EXIT_TYPE = re.compile(r"Worker exit type: (\w{1,40})")
+
 
 def supervisor_message(msg: str) -> Match | None:
     if "killed due to memory pressure" in msg:
@@ -22,6 +30,11 @@ def supervisor_message(msg: str) -> Match | None:
                 "critical",
                 {"engine": "ray", "cause": "host_oom", "killed": int(m.group(1))},
             )
+    elif msg.startswith(_RAY_DIED):
+        # Ray's raylet and driver: a worker process or an actor's process exited unexpectedly (SIGKILL, the OOM
+        # killer, a segfault); the lines name Ray's ids, not the engine's rank (verl#472, #4921, lmdeploy#3343)
+        m = _EXIT_TYPE.search(msg, 0, 2000)
+        return "child_crashed", "critical", {"engine": "ray", "cause": (m.group(1) if m else "worker died")}
     elif msg.startswith("Got fatal signal from worker processes"):
         return "child_crashed", "critical", {"engine": "vllm", "process": "worker processes"}
     return None

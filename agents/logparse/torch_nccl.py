@@ -66,6 +66,11 @@ def torch_message(msg: str, level: str) -> Match:
         return "nccl_timeout", "error", fields
     if "Heartbeat monitor timed out" in msg:
         return "nccl_heartbeat", "critical", fields
+    if "we are taking the entire process down" in msg:
+        # the watchdog's verdict on a collective that failed or timed out, the one line of its report an
+        # excerpt may keep (diffusers#12422): the rank is about to abort, its peers wait in that collective
+        fields["cause"] = "watchdog_abort"
+        return "collective_timeout", "error", fields
     if "got stuck for" in msg:
         m = _STUCK.search(msg)
         if m:
