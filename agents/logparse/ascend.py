@@ -10,7 +10,8 @@ Headers (each carries its own full date; CANN writes ``YYYY-MM-DD-HH:MM:SS``):
 Messages (the faults that end or stop a rank; vllm-ascend#4972, #2105, sglang#30453, lmdeploy#3354):
 - ``The aicore execution times out`` / ``The aicpu execution is abnormal``: a kernel hung or failed on the
   device; torch_npu takes the process down after it (a crash of that rank).
-- ``hccl fftsplus task timeout occurred ... timeout:1836`` and ``EI0002`` notify-wait timeouts: an HCCL
+- ``The execution of the internal task times out`` (507048, a device synchronize that waited past
+  HCCL_EXEC_TIMEOUT for a collective), ``hccl fftsplus task timeout occurred ... timeout:1836`` and ``EI0002`` notify-wait timeouts: an HCCL
   collective that never completed (HCCL_EXEC_TIMEOUT, 1800 s by default): a collective timeout.
 - ROCm's ``HW Exception by GPU node-9 (Agent handle: ...) reason :GPU Hang``: the runtime aborts the process.
 """
@@ -23,6 +24,7 @@ from .values import Fields
 
 Match = tuple[str, str, Fields]
 
+ERROR_SUMMARY = "[Error]: "
 _D = r"(\d{4})-(\d\d)-(\d\d)"
 _T = r"(\d\d):(\d\d):(\d\d)"
 NPU_RECORD = re.compile(
@@ -38,16 +40,24 @@ NPU_PYLOG = re.compile(
 )
 _FFTS_TIMEOUT = re.compile(r"hccl fftsplus task timeout occurred.{0,300}?timeout[:=](\d{1,7})", re.I)
 _NOTIFY_WAIT = re.compile(r"EI0002.{0,400}?(?:remote rank\s?\[?(\d{1,7}))?.{0,400}?(\d{2,7})\s?s\b", re.I)
+# "[Error]: The aicore execution times out.", "The aicpu execution is abnormal.", "The execution of the internal
+# task times out." (CANN's one-line summary of the ACL error that follows it)
+_DEVICE_FAULT = re.compile(
+    r"The (?:(ai\w{2,8}) execution|execution of the (internal task)) (times out|is abnormal)"
+)
 _RESULT = re.compile(r"(?:runtime result|error code is) =? ?(5070\d\d)")
 
 
 def npu_message(msg: str) -> Match | None:
     """An NPU or GPU runtime's own report that a device stopped: the rank is gone, or its collective is."""
-    if "execution times out" in msg or "execution is abnormal" in msg:
-        m = re.search(r"The (ai\w{2,8}) execution (times out|is abnormal)", msg)
-        if m:
-            cause = f"{m.group(1)}_{'timeout' if m.group(2) == 'times out' else 'exception'}"
+    if "times out" in msg or "is abnormal" in msg:
+        m = _DEVICE_FAULT.search(msg, 0, 400)
+        if m and m.group(1):
+            cause = f"{m.group(1)}_{'timeout' if m.group(3) == 'times out' else 'exception'}"
             return "child_crashed", "critical", {"engine": "npu", "cause": cause}
+        if m and m.group(3) == "times out":
+            # 507048: a device synchronize outlived HCCL_EXEC_TIMEOUT waiting for a collective (vllm-ascend#1443)
+            return "collective_timeout", "error", {"backend": "hccl", "op": "internal task"}
     elif "fftsplus task timeout" in msg:
         m = _FFTS_TIMEOUT.search(msg)
         fields: Fields = {"backend": "hccl", "op": "fftsplus task"}
