@@ -7,6 +7,9 @@ before the header is read, so that a new wrapper costs no new rule for every mes
   thread terminated with exception: ... Watchdog caught collective operation timeout ...``).
 - A collector's bare time of day in front of a dated header (ms-swift#7992: ``18:11:06.680 [rank4]:[E205
   18:11:06.375 ...``): the header behind it carries the date, so the stamp adds nothing.
+- A CI log's gutter (``  | ``, Buildkite) and a bracketed stage or process label in front of a level word
+  (vllm-omni#1029: ``  | [Stage-1] ERROR 01-29 19:03:10 [async_llm.py:546] ...``): the label is kept as the
+  line's process.
 - Two lines glued into one by a paste or by two processes writing at once (sglang#3836: a fault handler's
   module list ending ``PIL._imaging[rank5]:[E226 11:16:37 ...] ... Watchdog caught ...``): split where a
   PyTorch glog header starts, each piece read as the line it is.
@@ -22,9 +25,32 @@ _QUOTE = re.compile(r"(?:> ?){1,8}")
 _WHAT = re.compile(r"\s{0,8}what\(\):\s{1,8}")
 # a time of day with milliseconds and nothing else, followed by a bracketed header that carries its own date
 _TIME_OF_DAY = re.compile(r"\d\d:\d\d:\d\d\.\d{3} (?=\[)")
-# PyTorch's glog header, rank-prefixed (the glue point: nothing else in a log starts like it)
-_GLUED_GLOG = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]\d{3,4} \d\d:\d\d:\d\d")
+# where a second line's header starts inside a first (the glue points: nothing else in a log starts like them):
+# PyTorch's rank-prefixed glog header, and a vLLM process wrapper followed by its level and date
+_GLUED = re.compile(
+    r"\[rank\d{1,7}\]:\[[IWEF]\d{3,4} \d\d:\d\d:\d\d"
+    r"|\([A-Za-z_]\w{0,40}(?: [\w=]{1,40})? pid=\d{1,10}\) (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d "
+)
+_GUTTER = re.compile(r"\s{0,8}\| (?=\S)")
+_LABEL = re.compile(r"\[([A-Za-z][\w.-]{0,40})\] (?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d)")
+_ENVELOPE_CHARS = " \t>|:.,0123456789"
 TERMINATE = "terminate called after throwing an instance of"
+
+
+def may_wrap(s: str) -> bool:
+    """Cheap test: might ``peel`` take something off ``s``? (Most lines start with their own header.)"""
+    c = s[:1]
+    if c == ">" or (c.isdigit() and s[2:3] == ":"):
+        return True
+    if c == " ":
+        return "what():" in s[:16] or "| " in s[:10]
+    return c == "[" and s[1:2].isupper() and "] " in s[2:44]
+
+
+def label(s: str) -> tuple[str, str] | None:
+    """(the stage or process label, the rest) of a line that starts ``[Stage-1] ERROR 01-29 ...``."""
+    m = _LABEL.match(s)
+    return (m.group(1), s[m.end() :]) if m else None
 
 
 def peel(s: str) -> str:
@@ -34,7 +60,7 @@ def peel(s: str) -> str:
         m = (
             _QUOTE.match(s)
             if c == ">"
-            else _WHAT.match(s)
+            else (_WHAT.match(s) or _GUTTER.match(s))
             if c in " w"
             else _TIME_OF_DAY.match(s)
             if c.isdigit() and s[2:3] == ":"
@@ -46,11 +72,20 @@ def peel(s: str) -> str:
     return s
 
 
+def glued(s: str) -> bool:
+    """Cheap test: might a second line's header start inside ``s``?"""
+    return s.find("[rank", 1) > 0 or s.find(" pid=", 40) > 0
+
+
 def unglue(s: str) -> tuple[str, str] | None:
-    """(what came before, the glog line glued after it), when a PyTorch glog header starts inside ``s``."""
-    at = s.find("[rank", 1, 4096)
-    while at > 0:
-        if _GLUED_GLOG.match(s, at):
-            return s[:at], s[at:]
-        at = s.find("[rank", at + 1, 4096)
-    return None
+    """(what came before, the line glued after it), when a PyTorch glog header or a vLLM process wrapper with
+    its header starts inside ``s`` (hami-core#261's paste: an NCCL INFO line, then the API server's DEBUG line)."""
+    m = _GLUED.search(s, 1, 8192)
+    if m is None:
+        return None
+    before = s[: m.start()]
+    if not before.strip(_ENVELOPE_CHARS) or before.endswith(("] ", ") ")):
+        # only a stamp or a quote in front, or a launcher's or collector's label ('[80746] ', 'node-7 [stderr] '):
+        # the line's envelope, which peel() and the wrappers take off, not a line of its own
+        return None
+    return before, s[m.start() :]

@@ -113,7 +113,7 @@ class LogParser(Forms):
         """One physical line. A PyTorch glog line a terminal hard-wrapped goes on in lines with no header
         (vlm-r1#257: 116 columns, 'ProcessGroupNCCL' / 's watchdog got stuck for 480 seconds'): the pieces are
         joined and read again, and what the whole line says that its first piece did not is emitted then."""
-        if s.find("[rank", 1) > 0 and (glued := envelope.unglue(s)) is not None:  # two lines pasted as one
+        if envelope.glued(s) and (glued := envelope.unglue(s)) is not None:  # two lines pasted as one
             return self._line(glued[0], now) + self._line(glued[1], now)
         w, self._wrap = self._wrap, None
         if w is not None and w.takes(s) and not self._structured(s):
@@ -137,8 +137,10 @@ class LogParser(Forms):
                 self._tb.add("")
             return []
         c = s[0]
-        if c == ">" or (c == " " and "what():" in s[:16]) or (c.isdigit() and s[2:3] == ":"):
+        if envelope.may_wrap(s):  # what quoting, re-throwing and collecting put in front (envelope.py)
             s = envelope.peel(s)
+            if (lab := envelope.label(s)) is not None:
+                return self._tb_then_parse(lab[1], lab[1][0], now, {"process": lab[0]})
             c = s[0]
         if c == "[" and s[1:3] == "20" and s[11:12] == " ":  # SGLang's own dated header: nothing in front
             return self._tb_then_parse(s, c, now, None)
