@@ -11,7 +11,7 @@ from tests.support.replaylines import run_log
 
 
 def kinds(lines: list[str], **kw: object) -> list[str]:
-    return [e.kind for e in parse_lines(lines, **kw)]  # type: ignore[arg-type]
+    return [e.kind for e in parse_lines(lines, **kw)]
 
 
 # --- the envelope: what quoting, re-throwing, collecting and pasting put around an engine's header
