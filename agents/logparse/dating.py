@@ -160,13 +160,12 @@ class Dating:
                 or heads.RANK_ONLY.match(s)
                 or heads.BRACKET_MD.match(s)
                 or s.startswith(ascend.ERROR_SUMMARY)  # CANN's one-line summary opens an error block
-                or ascend.NPU_RECORD.match(s)
-                or ascend.NPU_PYLOG.match(s)
+                or ascend.npu_head(s) is not None
                 or trtllm.HEAD.match(s)
             )
         if looks_like_bar(s):
             return True
-        if c.isupper() and (heads.GLOG_BARE.match(s) or heads.PYLOG.match(s) or ascend.CANN_CODE.match(s)):
+        if c.isupper() and (heads.GLOG_BARE.match(s) or heads.PYLOG.match(s) or ascend.npu_head(s)):
             return True
         return bool(
             heads.DATED.match(s) or heads.VLLM.match(s) or heads.UVICORN.match(s) or heads.NCCL.match(s)

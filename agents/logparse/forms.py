@@ -93,38 +93,35 @@ class Forms(Dating):
         date (CANN's ``YYYY-MM-DD-HH:MM:SS``) or none, a level, a pid and a device where it names them."""
         c, c1 = s[:1], s[1:2]
         fields: Fields = dict(extra) if extra else {}
-        rank, level, ts = self.default_rank, None, None
-        if c == "[" and c1 == "T" and (m := trtllm.HEAD.match(s)):
+        rank = self.default_rank
+        stamp = trtllm.STAMP.match(s) if c == "[" and c1.isdigit() else None
+        at = stamp.end() if stamp else 0
+        if c == "[" and (c1 == "T" or stamp) and (m := trtllm.HEAD.match(s, at)):
             lv = m.group(1)
             level = heads.LEVELS.get(lv) or trtllm.LEVELS.get(lv, "info")
             msg = s[m.end() :]
-            self._saw("trtllm", None, False)
+            ts = None
+            if stamp:
+                mo, d, y, h, mi, sec = (int(x) for x in stamp.groups())
+                ts = self.clock.epoch(y, mo, d, h, mi, sec)
+            self._saw("trtllm", ts, False)
             hit = trtllm.trtllm_message(msg)
             if hit is not None:
                 if "global_rank" in hit[2]:
                     rank = f"rank{hit[2]['global_rank']}"
-                return [self._make(self._ts(None, now), hit[0], hit[1], msg, rank, {**fields, **hit[2]})]
-            return self._message(self._ts(None, now), msg, rank, level, fields)
-        if c == "[" and c1.isupper() and (m := ascend.NPU_RECORD.match(s)):
-            g = m.groups()
-            level, fields["pid"], fields["device"] = heads.LEVELS.get(g[0], "info"), int(g[7]), int(g[8])
-            if int(g[9]) >= 0:
-                fields["global_rank"] = int(g[9])
-                rank = f"rank{g[9]}"
-        elif c == "[" and c1.isdigit() and (m := ascend.NPU_PYLOG.match(s)):
-            g = m.groups()
-            level, fields["logger"] = heads.LEVELS.get(g[8], "info"), g[7]
-        elif c1.isupper() and s[2:6].isdigit() and (m := ascend.CANN_CODE.match(s)):
-            g = m.groups()
-            fields["code"], fields["pid"] = g[0], int(g[1] or g[2])
-        else:
+                return [self._make(self._ts(ts, now), hit[0], hit[1], msg, rank, {**fields, **hit[2]})]
+            return self._message(self._ts(ts, now), msg, rank, level, fields)
+        head = ascend.npu_head(s)
+        if head is None:
             return None
-        at = 1 if m.re is ascend.NPU_RECORD else (0 if m.re is ascend.NPU_PYLOG else 3)
-        y, mo, d, h, mi, sec = (int(x) for x in g[at : at + 6])
-        frac = int(g[at + 6]) / 1000 if m.re is not ascend.NPU_RECORD and g[at + 6] else 0.0
-        ts = self.clock.epoch(y, mo, d, h, mi, sec, frac)
-        self._saw("npu", ts, rank is not self.default_rank)
-        return self._message(self._ts(ts, now), s[m.end() :], rank, level, fields)
+        fields.update(head.fields)
+        if head.rank is not None:
+            fields["global_rank"] = head.rank
+            rank = f"rank{head.rank}"
+        at_ts = self.clock.epoch(*head.ymdhms, head.frac)
+        self._saw("npu", at_ts, head.rank is not None)
+        npu_level = heads.LEVELS.get(head.level or "")
+        return self._message(self._ts(at_ts, now), s[head.end :], rank, npu_level, fields)
 
     def _torchrun(self, m: re.Match[str], s: str, now: float | None) -> list[Event] | None:
         """torchrun's own lines (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874] ...``) that say a
@@ -192,6 +189,7 @@ class Forms(Dating):
         head, sep, said = exc.partition(": ")
         if sep and head[-5:] in ("Error", "ption") and said[:1].isupper():
             hit = sglang_message(said) or vllm_message(said) or supervisor_message(said)
+            hit = hit or trtllm.trtllm_message(said) or ascend.fatal_exception(said)
             if hit is not None and hit[0] in _REPORTED_IN_EXCEPTIONS:
                 out.append(self._make(tb.ts, hit[0], hit[1], said, tb.rank, hit[2]))
         return out

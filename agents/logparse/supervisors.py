@@ -18,6 +18,7 @@ _RAY_DIED = (
     "The actor died unexpectedly before finishing this task",
     "ray.exceptions.ActorDiedError:",
 )
+_LMDEPLOY_DIED = ("Engine loop failed with error", "Task <EngineMainLoop> failed")
 _EXIT_TYPE = re.compile(r"Worker exit type: (\w{1,40})")
 
 
@@ -35,6 +36,9 @@ def supervisor_message(msg: str) -> Match | None:
         # killer, a segfault); the lines name Ray's ids, not the engine's rank (verl#472, #4921, lmdeploy#3343)
         m = _EXIT_TYPE.search(msg, 0, 2000)
         return "child_crashed", "critical", {"engine": "ray", "cause": (m.group(1) if m else "worker died")}
+    elif msg.startswith(_LMDEPLOY_DIED):
+        # lmdeploy's PyTorch engine: its main loop raised, the engine is gone (lmdeploy#2471, #3459)
+        return "child_crashed", "critical", {"engine": "lmdeploy", "process": "engine loop"}
     elif msg.startswith("Got fatal signal from worker processes"):
         return "child_crashed", "critical", {"engine": "vllm", "process": "worker processes"}
     return None
