@@ -107,9 +107,13 @@ def test_undated_lines_take_the_last_timestamp_or_the_live_read_time() -> None:
     live = utc("2025-02-07 02:05:00")
     p.feed("Traceback (most recent call last):", now=live)
     p.feed('  File "x.py", line 1, in <module>', now=live)
-    tb, crash = p.feed("RuntimeError: CUDA error: an illegal memory access was encountered", now=live) + p.flush()
+    tb, crash = (
+        p.feed("RuntimeError: CUDA error: an illegal memory access was encountered", now=live) + p.flush()
+    )
     assert tb.kind == "traceback" and tb.ts == live
-    assert crash.kind == "child_crashed" and crash.ts == live  # the CUDA context is lost: the process goes down
+    assert (
+        crash.kind == "child_crashed" and crash.ts == live
+    )  # the CUDA context is lost: the process goes down
     # a read time behind the log's own clock (a skewed host) never moves events back in time
     (ev,) = p.feed("another unknown line", now=utc("2025-02-07 01:00:00"))
     assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00"))

@@ -172,11 +172,12 @@ def test_a_traceback_ends_where_an_npu_record_starts_and_is_dated_by_it(tmp_path
         "(train pid=8464) [Error]: The execution of the internal task times out. ",
     ]
     evs = parse_lines(lines)
-    assert [e.kind for e in evs] == ["traceback", "raw", "collective_timeout"]
-    assert evs[0].fields["exc_type"] == "RuntimeError"
+    # the raise (its message is torch_npu's own failure: the rank goes down), the record, CANN's summary
+    assert [e.kind for e in evs] == ["traceback", "child_crashed", "raw", "collective_timeout"]
+    assert evs[0].fields["exc_type"] == "RuntimeError" and evs[1].fields["result"] == 507048
     assert {e.ts for e in evs} == {utc("2025-06-25T10:45:23")}  # the undated raise takes its neighbour's time
     run = run_log(tmp_path, lines, 2025)
-    assert [i.kind for i in run.incidents] == ["nccl_timeout"]
+    assert [i.kind for i in run.incidents] == ["rank_crashed"]  # the raise took the rank down
 
 
 def test_an_hccl_watchdog_in_a_terminate_block_stops_the_launch(tmp_path: Path) -> None:
@@ -236,3 +237,72 @@ def test_pytorch_s_process_down_verdict_alone_is_a_collective_that_failed() -> N
         "taking the entire process down."
     )
     check(one(line, year=2025), "collective_timeout", None, "2025-10-02T18:16:41.516400", global_rank=1)
+
+
+def test_hccl_s_plog_line_and_cann_s_code_after_the_time_are_dated_and_read() -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/1955: HCCL's own log line, source location in front
+    plog = (
+        "[ERROR] HCCL(2717288,python3):2025-07-23-03:49:57.177.194 [hccl_socket_manager.cc:778] [2734049][Wait]"
+        "[LinkEstablish]wait socket establish timeout, role[1] rank[12] timeout[120]"
+    )
+    ev = one(plog)
+    check(ev, "collective_timeout", None, "2025-07-23T03:49:57.177", op="connect", timeout_s=120, pid=2717288)
+    assert ev.fields["source_file"] == "hccl_socket_manager.cc:778" and ev.fields["module"] == "HCCL"
+    # https://github.com/vllm-project/vllm-ascend/issues/5461: '[PID: N] <time> Name(EI0006): ...'
+    code_after = (
+        "[PID: 749] 2025-12-29-03:16:15.787.356 Get_Socket_Timeout(EI0006): Getting socket times out. Reason: 1. "
+        "The remote does not initiate a connect request. some NPUs in the cluster are abnormal."
+    )
+    check(one(code_after), "collective_timeout", None, "2025-12-29T03:16:15.787", code="EI0006", pid=749)
+    # https://github.com/vllm-project/vllm-ascend/issues/486: the older form behind torchrun's '[rank1]: '
+    old = (
+        "[rank1]: EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote Rank "
+        "did not send the data in time. Please check the reason for the rank being stuck"
+    )
+    check(one(old), "collective_timeout", "rank1", "2025-04-08T18:07:20.444", code="EI0006", op="connect")
+
+
+def test_an_exception_that_is_the_device_runtime_s_failure_is_the_rank_going_down() -> None:
+    # https://github.com/Ascend/pytorch/issues/66: the raise, torch_npu's record, CANN's summary
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/home/ma-user/work/zhongyunde/test/llama149/testLlame_new.py", line 30, in <module>',
+        "    generate_ids = model.generate(inputs.input_ids, max_length=512)",
+        "RuntimeError: operator():build/CMakeFiles/torch_npu.dir/compiler_depend.ts:25 NPU function error: "
+        "c10_npu::acl::AclrtSynchronizeStreamWithTimeout(copy_stream), error code is 507035",
+        "[ERROR] 2025-04-29-18:46:11 (PID:1066924, Device:1, RankID:-1) ERR00100 PTA call acl api failed",
+        "[Error]: The vector core execution is abnormal.",
+    ]
+    evs = parse_lines(lines)
+    assert [e.kind for e in evs] == ["traceback", "child_crashed", "raw", "child_crashed"]
+    assert evs[1].fields == {"cause": "runtime_error", "result": 507035}
+    assert evs[3].fields["cause"] == "vector_core_exception"
+    # https://github.com/NVIDIA/TensorRT-LLM/issues/7706: the executor proxy's workers never started
+    tb = [
+        '  File "/usr/local/lib/python3.12/dist-packages/tensorrt_llm/executor/proxy.py", line 332, in '
+        "_start_executor_workers",
+        "    raise RuntimeError(",
+        "RuntimeError: Executor worker returned error",
+    ]
+    assert [e.kind for e in parse_lines(tb, year=2025)] == ["traceback", "init_failed"]
+
+
+def test_tensorrt_llm_s_python_stamp_lmdeploy_s_loop_failure_and_a_cuda_device_assert() -> None:
+    # https://github.com/NVIDIA/TensorRT-LLM/issues/6294: '[MM/DD/YYYY-HH:MM:SS] [TRT-LLM] [I] ...'
+    line = "[07/24/2025-08:13:11] [TRT-LLM] [I] Creating CUDA graph instances for 14 batch sizes."
+    ev = one(line)
+    check(ev, "raw", None, "2025-07-24T08:13:11")
+    assert ev.message == "Creating CUDA graph instances for 14 batch sizes." and ev.severity == "info"
+    # https://github.com/InternLM/lmdeploy/issues/2471: the PyTorch engine's main loop raised on an NPU
+    loop = (
+        "2024-09-20 07:49:24,787 - lmdeploy - ERROR - Engine loop failed with error: The Inner error is reported as "
+        "above. The process exits for this inner error, and the current working operator name is "
+        "aclnnFlashAttentionVarLenScore."
+    )
+    check(one(loop), "child_crashed", None, "2024-09-20T07:49:24.787", engine="lmdeploy")
+    # https://github.com/NVIDIA/TensorRT-LLM/issues/10417 (quoted in the thread): a kernel's device-side assert
+    assert_line = (
+        "> /opt/pytorch/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: "
+        "[0,0,0], thread: [0,0,0] Assertion `` failed."
+    )
+    check(one(assert_line, year=2026), "child_crashed", None, None, cause="device_assert")

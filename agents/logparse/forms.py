@@ -187,9 +187,13 @@ class Forms(Dating):
         out = [self._tb_event(tb)]
         exc = tb.exc_line or ""
         head, sep, said = exc.partition(": ")
-        if sep and head[-5:] in ("Error", "ption") and said[:1].isupper():
-            hit = sglang_message(said) or vllm_message(said) or supervisor_message(said)
-            hit = hit or trtllm.trtllm_message(said) or ascend.fatal_exception(said)
+        if sep and head[-5:] in ("Error", "ption"):
+            hit = None
+            if said[:1].isupper():
+                hit = sglang_message(said) or vllm_message(said) or supervisor_message(said)
+                hit = hit or trtllm.trtllm_message(said)
+            # torch_npu's messages start with the C++ function's name ("operator():build/...: NPU function error")
+            hit = hit or ascend.fatal_exception(said)
             if hit is not None and hit[0] in _REPORTED_IN_EXCEPTIONS:
                 out.append(self._make(tb.ts, hit[0], hit[1], said, tb.rank, hit[2]))
         return out
