@@ -306,3 +306,73 @@ def test_tensorrt_llm_s_python_stamp_lmdeploy_s_loop_failure_and_a_cuda_device_a
         "[0,0,0], thread: [0,0,0] Assertion `` failed."
     )
     check(one(assert_line, year=2026), "child_crashed", None, None, cause="device_assert")
+
+
+def test_torchrun_s_failure_summary_is_one_exit_per_entry_with_its_rank_and_time(tmp_path: Path) -> None:
+    # https://github.com/pytorch/pytorch/issues/121209: the block torchelastic prints, no header on any line
+    entry = [
+        "  time      : 2024-03-05_07:01:51",
+        "  host      : vmnuvocinpoc.internal.cloudapp.net",
+        "  rank      : {r} (local_rank: {r})",
+        "  exitcode  : 1 (pid: 6981{r})",
+        "  error_file: <N/A>",
+    ]
+    lines = ["[1]:", *(x.format(r=1) for x in entry), "Root Cause (first observed failure):", "[0]:"]
+    lines += [x.format(r=0) for x in entry]
+    evs = [e for e in parse_lines(lines, year=2024) if e.kind == "child_crashed"]
+    assert [(e.rank, e.fields["exit_code"], e.fields["pid"]) for e in evs] == [
+        ("rank1", 1, 69811),
+        ("rank0", 1, 69810),
+    ]
+    assert evs[1].fields["root_cause"] is True and "root_cause" not in evs[0].fields
+    assert {e.ts for e in evs} == {utc("2024-03-05T07:01:51")}
+    (inc,) = run_log(tmp_path, lines, 2024).incidents
+    assert inc.kind == "rank_crashed" and inc.culprit == "rank0"
+
+
+def test_nccl_s_own_failure_in_a_line_or_an_exception_is_the_rank_going_down() -> None:
+    # https://github.com/modelscope/ms-swift/issues/1233: the exception line alone
+    line = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333,"
+        " unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.6 ncclSystemError: System "
+        "call (e.g. socket, malloc) or external library call failed or device error."
+    )
+    check(one(line, year=2024), "child_crashed", None, None, engine="nccl", cause="ncclSystemError")
+    # https://github.com/pytorch/pytorch/issues/149984: the watchdog's async exception
+    asynchronous = (
+        "Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1000000) raised the "
+        "following async exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL "
+        "version 2.25.1"
+    )
+    check(one(asynchronous, year=2025), "child_crashed", None, None, engine="nccl", cause="nccl_error")
+
+
+def test_a_traceback_a_terminal_cut_is_joined_and_its_exception_read() -> None:
+    # https://github.com/karfly/learnable-triangulation-pytorch/issues/81: '$' where the terminal cut each line,
+    # and frame lines stopped mid-path
+    lines = [
+        '  File "train.py", line 727, in main',
+        "    n_iters_total_train = one_epoch(model, criterion, opt, config, train_datalo$",
+        "der, device, epoch, n_iters_total=n_iters_total_train, is_train=True, master=ma$",
+        "ter, experiment_dir=experiment_dir, writer=writer)",
+        '  File "/home/scleong/.pyenv/versions/vol/lib/python3.6/site-packages/torch/tens',
+        'or.py", line 198, in backward',
+        "    torch.autograd.backward(self, gradient, retain_graph, create_graph)",
+        "RuntimeError: NCCL communicator was aborted.",
+    ]
+    tb, crash = parse_lines(lines, year=2020)
+    assert (
+        tb.kind == "traceback" and tb.fields["exc_message"] == "RuntimeError: NCCL communicator was aborted."
+    )
+    assert crash.kind == "child_crashed" and crash.fields["engine"] == "nccl"
+
+
+def test_mindie_s_hccl_init_failure_is_a_rank_that_cannot_start() -> None:
+    # https://github.com/gpustack/gpustack/issues/2021: HCCL's plog line with no blank before its thread id
+    line = (
+        "[ERROR] HCCL(36035,mindie_llm_backend_connector):2025-05-13-02:25:58.068.817 [op_base.cc:974][36818][Init]"
+        "[CommRootInfoConfig]errNo[0x0000000005000002]HcclCommInitRootInfo failed."
+    )
+    ev = one(line)
+    check(ev, "child_crashed", None, "2025-05-13T02:25:58.068", cause="comm_init_failed", reporter_pid=36035)
+    assert ev.fields["source_file"] == "op_base.cc:974"

@@ -41,7 +41,7 @@ _HEADS = (
     # HCCL's plog line: "[ERROR] HCCL(2717288,python3):2025-07-23-03:47:57.070.463 [hccl_socket.cc:100] [2717288]"
     re.compile(
         rf"\[{_LEVEL}\] (?P<module>[A-Z][A-Z_]{{1,15}})\((?P<pid>\d{{1,10}}),(?P<proc>[\w.-]{{1,64}})\):{_CANN_TS} "
-        r"\[(?P<src>[\w.-]{1,128}:\d{1,7})\] (?:\[\d{1,10}\])?"
+        r"\[(?P<src>[\w.-]{1,128}:\d{1,7})\] ?(?:\[\d{1,10}\])?"
     ),
     # CANN's error codes: "EH9999[PID: 285] 2025-...-12:10:10.639.672 (EH9999):  ...", "EH9999: [PID: 56178] ..."
     re.compile(
@@ -159,6 +159,9 @@ def npu_message(msg: str) -> Match | None:
         if m.group(3) == "times out":
             # 507048: a device synchronize outlived HCCL_EXEC_TIMEOUT waiting for a collective (vllm-ascend#1443)
             return "collective_timeout", "error", {"backend": "hccl", "op": "internal task"}
+    if "HcclCommInitRootInfo fail" in head:
+        # the communicator could not be created (MindIE via gpustack#2021): the rank cannot start
+        return "child_crashed", "critical", {"engine": "hccl", "cause": "comm_init_failed"}
     if " Assertion" in head and _DEVICE_ASSERT.search(head):
         return "child_crashed", "critical", {"engine": "cuda", "cause": "device_assert"}
     if msg.startswith("HW Exception by GPU") and "reason :GPU Hang" in head:

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import re
 
+from agents import ranklabel
 from agents.wire import Event
 
 from . import ascend, heads, torchrun, trtllm
 from .dating import Dating
+from .elastic import FailureSummary
 from .progress import Bar
 from .sglang import sglang_message
+from .summary import SpecSummary
 from .supervisors import supervisor_message
-from .torch_nccl import glog_severity, mismatch_fields, nccl_message, torch_message
+from .torch_nccl import glog_severity, mismatch_fields, nccl_error, nccl_message, torch_message
 from .traceback import Traceback, cut_message
 from .values import MAX_FIELDS, Fields
 from .vllm import vllm_message
@@ -29,6 +32,8 @@ class Forms(Dating):
     _pid_ranks: dict[int, str]
     _bars: dict[str, tuple[float, float]]
     _capture_target: str | None
+    _summary: SpecSummary
+    _failures: FailureSummary
 
     # the parser's own (agents/logparse/parser.py): a line's message, and a physical line
     def _message(
@@ -123,6 +128,20 @@ class Forms(Dating):
         npu_level = heads.LEVELS.get(head.level or "")
         return self._message(self._ts(at_ts, now), s[head.end :], rank, npu_level, fields)
 
+    def _block_line(self, s: str, ts: float) -> list[Event]:
+        """A headerless line that belongs to a block printed as a whole: vLLM's acceptance summary
+        (summary.py) or torchrun's summary of failed workers (elastic.py), read as the block's events."""
+        report = self._summary.offer(s)
+        if report is not None:
+            return [self._make(ts, "spec_metrics", "info", s, self.default_rank, report)]
+        failed = self._failures.offer(s) if s[:1] in " R[" else None
+        if failed is None:
+            return []
+        fields, when = failed
+        at = self.clock.epoch(*when) if when else None  # the entry's own time, or the log's
+        rank = ranklabel.torch_label(int(fields["global_rank"]))  # type: ignore[arg-type]
+        return [self._make(at if at is not None else ts, "child_crashed", "critical", s, rank, fields)]
+
     def _torchrun(self, m: re.Match[str], s: str, now: float | None) -> list[Event] | None:
         """torchrun's own lines (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874] ...``) that say a
         worker failed or was sent its closing signal; None for any other glog line (read as glog below)."""
@@ -193,7 +212,7 @@ class Forms(Dating):
                 hit = sglang_message(said) or vllm_message(said) or supervisor_message(said)
                 hit = hit or trtllm.trtllm_message(said)
             # torch_npu's messages start with the C++ function's name ("operator():build/...: NPU function error")
-            hit = hit or ascend.fatal_exception(said)
+            hit = hit or ascend.fatal_exception(said) or nccl_error(said)
             if hit is not None and hit[0] in _REPORTED_IN_EXCEPTIONS:
                 out.append(self._make(tb.ts, hit[0], hit[1], said, tb.rank, hit[2]))
         return out

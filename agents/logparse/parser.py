@@ -15,12 +15,13 @@ from . import envelope, heads, torchrun
 from .ascend import npu_message
 from .comms import comm_message
 from .config import config_fields, is_config_dump
+from .elastic import FailureSummary
 from .forms import Forms, guess_severity, worker_pid
 from .progress import looks_like_bar, parse_bar
 from .sglang import sglang_message
 from .summary import SpecSummary
 from .supervisors import supervisor_message
-from .torch_nccl import TORCH_STARTS, glog_severity, torch_message
+from .torch_nccl import TORCH_STARTS, glog_severity, nccl_error, torch_message
 from .traceback import FRAME, START, Traceback
 from .values import Fields
 from .vllm import vllm_message
@@ -53,6 +54,7 @@ class LogParser(Forms):
         self._pid_ranks: dict[int, str] = {}  # vLLM workers' pids -> the rank their own lines named
         self._wrap: Wrap | None = None  # a long glog line whose next physical line may be its continuation
         self._summary = SpecSummary()  # vLLM's end-of-run acceptance summary, a block of bare lines
+        self._failures = FailureSummary()  # torchrun's summary of the workers that failed, another such block
 
     @property
     def pending(self) -> bool:
@@ -318,11 +320,7 @@ class LogParser(Forms):
             if bar is not None:
                 return self._bar(bar, s, now, extra)
         ts = self._ts(None, now)
-        out = self._message(ts, s, self.default_rank, None, extra)
-        report = self._summary.offer(s)
-        if report is not None:
-            out.append(self._make(ts, "spec_metrics", "info", s, self.default_rank, report))
-        return out
+        return self._message(ts, s, self.default_rank, None, extra) + self._block_line(s, ts)
 
     def _message(
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
@@ -341,7 +339,7 @@ class LogParser(Forms):
             self._took = True
             return []
         hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
-        hit = hit or npu_message(msg)
+        hit = hit or npu_message(msg) or nccl_error(msg)
         if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):
             hit = torchrun.launcher_message(
                 msg

@@ -17,7 +17,8 @@ START = "Traceback (most recent call last):"
 # a frame line: an excerpt that starts inside a traceback (its "Traceback" line cut) or a paste that lost the
 # indentation still shows these, one per frame, each followed by its source line
 FRAME = re.compile(r' {0,8}File "[^"\n]{1,400}", line \d{1,7}, in \S')
-_MARKS = frozenset(" ^~")  # Python 3.11+'s markers under a source line
+_MARKS = frozenset(" ^~")
+_FRAME_END = re.compile(r'", line \d{1,7}, in \S')  # Python 3.11+'s markers under a source line
 
 
 def cut_message(text: str) -> str:
@@ -64,6 +65,11 @@ class Traceback:
             self.source = s.startswith("File ")
             self.add(s)
             return True
+        if self._cut():
+            # the previous line was cut by the terminal it was copied from ('... train_datalo$', or a frame
+            # line stopped mid-path): this one is its rest, whatever it starts with
+            self.add(s)
+            return True
         if s[0] in " \t":
             self.add(s)
             if self.phase == "chain":
@@ -92,6 +98,12 @@ class Traceback:
             self.tail += 1
             return True
         return False
+
+    def _cut(self) -> bool:
+        last = self.lines[-1] if self.lines else ""
+        if last.endswith("$") and len(last) >= 60:
+            return True
+        return self.phase == "frames" and last.lstrip().startswith('File "') and not _FRAME_END.search(last)
 
     def fields(self) -> Fields:
         out: Fields = {}
