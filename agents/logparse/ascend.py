@@ -180,6 +180,16 @@ def fatal_exception(said: str) -> Match | None:
     return "child_crashed", "critical", fields
 
 
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_][\w.]{0,120})(?:Error|Exception): ")
+
+
+def fatal_exception_line(msg: str) -> Match | None:
+    """An exception line logged on its own, its traceback's start not in the log (a k9s view, an excerpt), whose
+    message is the runtime's own failure (vllm#6976: 'RuntimeError: CUDA error: an illegal memory access')."""
+    m = _EXCEPTION_LINE.match(msg) if msg[:1].isalpha() else None
+    return fatal_exception(msg[m.end() :]) if m else None
+
+
 def result_code(msg: str) -> int | None:
     """The ACL runtime's result code a CANN line quotes (507014 aicore timeout, 507018 aicpu exception)."""
     m = _RESULT.search(msg, 0, 2000)

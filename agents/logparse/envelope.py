@@ -31,6 +31,9 @@ _GLUED = re.compile(
     r"\[rank\d{1,7}\]:\[[IWEF]\d{3,4} \d\d:\d\d:\d\d"
     r"|\([A-Za-z_]\w{0,40}(?: [\w=]{1,40})? pid=\d{1,10}\) (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d "
 )
+# a colour code whose escape byte and '[' a paste lost, in front of a wrapper or a header (vllm#14404: '1;36m(VllmWorker
+# rank=5 pid=33503) ERROR ...'); one that kept its '[' is heads.unwrap's
+_BARE_COLOUR = re.compile(r"\d{1,3}(?:;\d{1,3}){0,4}m(?=[(\[A-Z])")
 _GUTTER = re.compile(r"\s{0,8}\| (?=\S)")
 _LABEL = re.compile(r"\[([A-Za-z][\w.-]{0,40})\] (?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d)")
 _ENVELOPE_CHARS = " \t>|:.,0123456789"
@@ -40,7 +43,7 @@ TERMINATE = "terminate called after throwing an instance of"
 def may_wrap(s: str) -> bool:
     """Cheap test: might ``peel`` take something off ``s``? (Most lines start with their own header.)"""
     c = s[:1]
-    if c == ">" or (c.isdigit() and s[2:3] == ":"):
+    if c == ">" or (c.isdigit() and (s[2:3] == ":" or "m" in s[1:8])):
         return True
     if c == " ":
         return "what():" in s[:16] or "| " in s[:10]
@@ -62,8 +65,8 @@ def peel(s: str) -> str:
             if c == ">"
             else (_WHAT.match(s) or _GUTTER.match(s))
             if c in " w"
-            else _TIME_OF_DAY.match(s)
-            if c.isdigit() and s[2:3] == ":"
+            else (_TIME_OF_DAY.match(s) if s[2:3] == ":" else _BARE_COLOUR.match(s))
+            if c.isdigit()
             else None
         )
         if m is None or m.end() >= len(s):

@@ -12,7 +12,7 @@ from datetime import UTC, date, tzinfo
 from agents.wire import Event
 
 from . import envelope, heads, torchrun
-from .ascend import npu_message
+from .ascend import fatal_exception_line, npu_message
 from .comms import comm_message
 from .config import config_fields, is_config_dump
 from .elastic import FailureSummary
@@ -339,7 +339,7 @@ class LogParser(Forms):
             self._took = True
             return []
         hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
-        hit = hit or npu_message(msg) or nccl_error(msg)
+        hit = hit or npu_message(msg) or nccl_error(msg) or fatal_exception_line(msg)
         if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):
             hit = torchrun.launcher_message(
                 msg
@@ -369,7 +369,10 @@ class LogParser(Forms):
         elif self._tb is None and msg[:1] in "F " and FRAME.match(msg):
             # a traceback whose "Traceback (most recent call last):" line is not in the log (an excerpt, a
             # paste): its frames start it all the same
-            self._tb = Traceback(ts, rank, bare=msg[0] == "F", source=msg[0] == "F")
+            head = self._head_of(msg)  # a logger that repeats its header on every line: the rest follow it
+            self._tb = Traceback(
+                ts, rank, bare=msg[0] == "F", source=msg[0] == "F", key=(head, rank) if head else None
+            )
             self.tracebacks_opened += 1
             self._tb.add(msg)
             return out

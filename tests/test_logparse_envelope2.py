@@ -1,0 +1,43 @@
+"""More of a line's envelope (issue 31, batch 6): each test from its thread's real line, as tests/corpus keeps it."""
+
+from __future__ import annotations
+
+from agents.logparse import parse_lines
+from tests.support.logparse_lines import check, one
+
+
+def test_a_colour_code_that_lost_its_escape_and_bracket_is_peeled() -> None:
+    # https://github.com/vllm-project/vllm/issues/14404: '1;36m' in front of the worker's wrapper
+    line = (
+        "1;36m(VllmWorker rank=5 pid=33503) ERROR 03-06 06:49:30 [multiproc_executor.py:375] WorkerProc hit an "
+        "exception: %s"
+    )
+    ev = one(line, year=2025)
+    check(ev, "scheduler_exception", "rank5", "2025-03-06T06:49:30", pid=33503)
+
+
+def test_an_exception_line_logged_alone_is_read_for_the_runtime_s_failure() -> None:
+    # https://github.com/vllm-project/vllm/issues/6976 (seen in k9s): the traceback's start is off screen
+    line = (
+        "│ ERROR 09-27 06:46:46 engine.py:157] RuntimeError: CUDA error: an illegal memory access was encountered      "
+        "                    │"
+    )
+    check(one(line, year=2024), "child_crashed", None, "2024-09-27T06:46:46", cause="runtime_error")
+    # an exception that is not the runtime's failure stays a line (a request's own error)
+    plain = "ERROR 09-27 06:46:46 engine.py:157] ValueError: prompt is too long"
+    assert one(plain, year=2024).kind == "raw"
+
+
+def test_frames_behind_a_repeated_header_are_one_traceback_with_their_exception() -> None:
+    # https://github.com/SystemPanic/vllm-windows/issues/72: the excerpt starts at a frame, every line behind
+    # EngineCore's header
+    head = "(EngineCore pid=12244) ERROR 07-15 21:01:01 [core.py:1240] "
+    lines = [
+        head + '  File "C:\\vllm\\v1\\executor\\multiproc_executor.py", line 394, in get_response',
+        head + "    raise RuntimeError(",
+        head + "RuntimeError: Worker failed with error 'CUDA error: an illegal memory access was encountered",
+        head + "CUDA kernel errors might be asynchronously reported at some other API call.",
+    ]
+    evs = parse_lines(lines, year=2026)
+    assert [e.kind for e in evs] == ["traceback", "child_crashed"]
+    assert evs[0].fields["exc_type"] == "RuntimeError" and "CUDA kernel errors" in evs[0].message
