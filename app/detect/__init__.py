@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.detect import drafts, drift, engine_reports, faults, hangs
+from app.detect import drafts, drift, engine_reports, faults, hangs, processes
 from app.detect.config import DetectConfig
 from app.detect.findings import (
     HANG_KINDS,
@@ -21,7 +21,7 @@ from app.detect.findings import (
     Finding,
     evidence,
 )
-from app.rankstate import TERMINAL_PHASES, Fleet, mark_stalled, note_gone
+from app.rankstate import TERMINAL_PHASES, Fleet, LaunchState, mark_stalled, note_gone
 
 __all__ = [
     "HANG_KINDS",
@@ -50,11 +50,13 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
         return name in down
 
     for st in fleet.launches.values():
-        crash = faults.crashed(st, now)
+        crash = _crash(st, now)
         if crash is not None:
             out.append(crash)
-        # a crash explains why its peers stopped: one incident, not two
-        hang = None if crash else hangs.stall(st, now, cfg, host_down)
+        # a crash explains why its peers stopped: one incident, not two. A stopped process explains a stall
+        hang = (
+            None if crash else processes.stopped_finding(st, now, cfg) or hangs.stall(st, now, cfg, host_down)
+        )
         hang = engine_reports.confirm(st, hang, now) if not crash else None
         if hang is not None:
             out.append(hang)
@@ -68,6 +70,18 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
     out += faults.xids(fleet, now, cfg)
     out += faults.agents_silent(fleet, now, cfg)
     return out
+
+
+def _crash(st: LaunchState, now: float) -> Finding | None:
+    """A rank's own crash, or the engine's death under its ranks: whichever came first is the cause (a worker
+    that raised takes EngineCore down; EngineCore killed takes its workers down)."""
+    rank = faults.crashed(st, now)
+    engine = processes.engine_death(st, now)
+    if engine is None or (
+        rank is not None and rank.since is not None and rank.since < (engine.since or now) - 1
+    ):
+        return rank
+    return engine
 
 
 @dataclass(slots=True)
@@ -187,7 +201,7 @@ class Detector:
                 continue
             if not t.open:
                 del self.tracked[key]
-            elif (gone := _exited_while_hung(fleet, t)) or (
+            elif (gone := _exited_while_hung(fleet, t) or _launch_ended(fleet, t)) or (
                 now - t.last_seen >= self.cfg.resolve_after_s and not _rebuilding(fleet, key, t, now)
             ):
                 summary = gone or _resolved_summary(t)
@@ -253,6 +267,20 @@ def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
         return None
     who = f"; the suspect was {t.culprit}" if t.culprit else ""
     return f"The launch exited while hung (no rank made progress again{who})."
+
+
+def _launch_ended(fleet: Fleet, t: _Tracked) -> str | None:
+    """A launch with no live rank and no live engine process is over: what was open about how it ran (a draft
+    rejected, acceptance drifting, a rank behind) ends with it, saying so. Its crash stays for the user to see."""
+    if t.kind in HANG_KINDS or t.kind in ("rank_crashed", "agent_silent", "gpu_xid") or not t.finding.launch:
+        return None
+    st = fleet.launches.get(t.finding.launch)
+    if st is None or not st.ranks or any(r.phase not in TERMINAL_PHASES for r in st.ranks.values()):
+        return None
+    if any(e.live for e in st.procs.values()):
+        return None
+    words = (t.kind or t.finding.kind).replace("_", " ")
+    return f"The launch ended with this still open ({words} until its last report)."
 
 
 def _resolved_summary(t: _Tracked) -> str:

@@ -151,6 +151,11 @@ class DetectConfig(BaseModel):
     agent_silent_enabled: bool = Field(
         True, description="Judge agent heartbeats (off for log replay, where there are none)."
     )
+    stopped_process_s: float = Field(
+        5.0,
+        description="An engine process (a rank, vLLM's EngineCore or API server) seen stopped (state T: "
+        "SIGSTOP, job control) in every sample for this long: the launch is stalled, whatever /health says.",
+    )
     process_gone_s: float = Field(
         10.0, description="A rank's pid missing from its host's newer process listings for this long is gone."
     )

@@ -125,6 +125,9 @@ class RankState:
     signals: list[Signal] = field(default_factory=list)
     last_error_at: float | None = None  # the rank's latest error line (its own exception, logged)
     stalled_from: str | None = None  # the phase a stalled rank returns to when it moves again
+    stopped_since: float | None = (
+        None  # first of an unbroken run of samples in state T (SIGSTOP, job control)
+    )
 
     # --- derived views --------------------------------------------------------------------------------
     @property
@@ -175,6 +178,29 @@ class Unnamed:
 
 
 @dataclass(slots=True)
+class EngineProc:
+    """An engine process that serves ranks without being one: vLLM's API server and ``VLLM::EngineCore``,
+    SGLang's main process. A stopped or dead one stops every rank it serves, whatever /health says. Not
+    persisted: the next process listing (every sample interval) rebuilds it."""
+
+    pid: int
+    host: str
+    name: str
+    role: str
+    seen_at: float
+    state: str | None = None
+    stopped_since: float | None = None
+    cpu_pct: float | None = None
+    cpu_busy_at: float | None = None
+    exited_at: float | None = None
+    exit_code: int | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.exited_at is None
+
+
+@dataclass(slots=True)
 class LaunchState:
     key: str
     deployment: str | None = None
@@ -209,6 +235,10 @@ class LaunchState:
     # of any kind (not persisted: both only matter while such a log is being read)
     unnamed: dict[tuple[str, int], Unnamed] = field(default_factory=dict)
     last_line_at: float | None = None
+    # the engine processes that are not ranks, by "host:pid" (app/rankstate/procs.py)
+    procs: dict[str, EngineProc] = field(default_factory=dict)
+    # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)
+    spec_method: str | None = None
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)
@@ -336,6 +366,7 @@ _LAUNCH_FIELDS = (
     "shard_progress_at",
     "good_batch_max",
     "v0_drafted_total",
+    "spec_method",
 )
 
 

@@ -20,6 +20,7 @@ from app.rankstate.infer import (
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
     MILESTONES,
+    PHASES,
     SIGNAL_HISTORY,
     STARTUP_PHASES,
     TERMINAL_PHASES,
@@ -31,6 +32,8 @@ from app.rankstate.model import (
     progress,
     set_phase,
 )
+from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
+from app.rankstate.procs import note_gone as procs_gone
 from app.rankstate.serving import _int, produced, serving_event
 from app.rankstate.unnamed import note_line
 
@@ -51,9 +54,21 @@ PHASE_OF_EVENT = {
     "mem_pool_end": "cuda_graph_capture",
     "capture_begin": "cuda_graph_capture",
     "capture_end": "warmup",
+    # vLLM V1: the compile warm-up, and the engine's "init engine (...) took N s": what is left is the ready line
+    "warmup_begin": "warmup",
+    "warmup_progress": "warmup",
+    "warmup_end": "warmup",
+    "engine_init_end": "warmup",
 }
+# Start-up steps an engine process that is not a rank reports for every rank it serves (vLLM's EngineCore logs
+# the KV cache size, the warm-up's end and "init engine took" for all its workers)
+ENGINE_STEPS = frozenset({"kv_alloc", "warmup_begin", "warmup_progress", "warmup_end", "engine_init_end"})
+_PHASE_ORDER = {p: i for i, p in enumerate(PHASES)}
 _PROGRESS_EVENTS = (
-    MILESTONES | BATCHES | {"shard_progress", "capture_progress", "capture_register", "comm_setup"}
+    MILESTONES
+    | BATCHES
+    | ENGINE_STEPS
+    | {"shard_progress", "capture_progress", "capture_register", "comm_setup"}
 )
 
 
@@ -128,6 +143,10 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
                 st.dirty.add(r.label)
     elif k == "capture_progress":
         st.shard_progress_at = ev.ts
+    elif k in ENGINE_STEPS:
+        _engine_step(st, ev)
+    elif k == "engine_config":
+        _learn_method(st, ev)
     elif k == "shard_progress":
         st.shard_progress_at = ev.ts
         for r in st.ranks.values():
@@ -150,6 +169,31 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 
 
+def _phase_of(r: RankState) -> str:
+    return r.stalled_from if r.phase == "stalled" and r.stalled_from else r.phase
+
+
+def _engine_step(st: LaunchState, ev: wire.Event) -> None:
+    """An engine process's start-up step moves every live rank it serves that is not yet past it."""
+    phase = PHASE_OF_EVENT[ev.kind]
+    for r in st.ranks.values():
+        cur = _phase_of(r)
+        if cur not in STARTUP_PHASES:
+            continue
+        if _PHASE_ORDER[cur] < _PHASE_ORDER[phase]:
+            r.stalled_from = None
+            set_phase(r, phase, ev.ts)
+        progress(r, ev.ts, _describe(ev))
+        st.dirty.add(r.label)
+
+
+def _learn_method(st: LaunchState, ev: wire.Event) -> None:
+    method = ev.fields.get("speculative_algorithm")
+    if isinstance(method, str) and method and method.lower() not in ("none", "null"):
+        st.spec_method = method.lower()[:32]
+        st.speculative = True
+
+
 def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
     k = ev.kind
     f = ev.fields
@@ -161,6 +205,8 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         r.milestones += 1
         r.last_milestone = k
     phase = PHASE_OF_EVENT.get(k)
+    if phase and k in ENGINE_STEPS and _phase_of(r) not in STARTUP_PHASES:
+        phase = None  # a compile step of a rank already serving (a new shape): it is serving still
     if phase and r.phase not in TERMINAL_PHASES:
         if r.phase == "stalled":
             r.stalled_from = None
@@ -204,7 +250,9 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         progress(r, ev.ts, "log line")
     if k in _CONFIRMED or (ev.severity == "critical" and k not in ("raw", "gpu_xid")):
         _remember(r.signals, _signal(ev), SIGNAL_HISTORY)
-        if k in _CRASHES and r.phase not in TERMINAL_PHASES:
+        # vLLM reports a worker that went down with a requested stop as "died unexpectedly (exit code: 0)"
+        clean = k == _CHILD_CRASHED and f.get("exit_code") in CLEAN_EXIT_CODES
+        if k in _CRASHES and r.phase not in TERMINAL_PHASES and not clean:
             set_phase(r, "crashed", ev.ts)
 
 
@@ -253,6 +301,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         h.procs_listed_at = p.ts
     label = p.rank
     if label is None:
+        if p.role in SERVING_ROLES:
+            note_proc(fleet.launch(launch), host, p)
         return
     st = fleet.launch(launch)
     r = st.rank(label, host, p.ts)
@@ -263,6 +313,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         if u not in r.gpu_uuids:
             r.gpu_uuids.append(u)
     fleet.index_rank(launch, r)
+    if r.proc_seen_at is None or p.ts >= r.proc_seen_at:
+        r.stopped_since = stopped_since(r.stopped_since, p.state, p.ts)
     r.proc_state, r.proc_seen_at = p.state, p.ts
     r.threads, r.rss_bytes = p.threads, p.rss_bytes
     if p.cpu_pct is not None:
@@ -345,6 +397,10 @@ def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
 def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
     """Ranks whose process vanished from their host's newer listings without an exit record: gone."""
     for st in fleet.launches.values():
+        for host in {e.host for e in st.procs.values() if e.live}:
+            h = fleet.hosts.get(host)
+            if h is not None and h.procs_listed_at is not None:
+                procs_gone(st, host, h.procs_listed_at, now, grace_s)
         for r in st.ranks.values():
             if r.phase in TERMINAL_PHASES or r.proc_seen_at is None:
                 continue
