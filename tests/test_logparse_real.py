@@ -90,7 +90,8 @@ def test_a_supervisors_python_logging_around_a_whole_traceback() -> None:
             "2025-03-08 02:04:48,694 - __main__ - INFO - torch.OutOfMemoryError: CUDA out of memory.",
         ]
     )
-    assert [e.kind for e in events] == ["scheduler_exception", "traceback"]
+    # and CUDA's out-of-memory is the scheduler's end: the crash its exception reports
+    assert [e.kind for e in events] == ["scheduler_exception", "traceback", "child_crashed"]
     check(events[1], "traceback", "TP0", "2025-03-08 02:04:48", exc_type="torch.OutOfMemoryError")
 
 

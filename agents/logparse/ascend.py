@@ -126,7 +126,7 @@ _DEVICE_ASSERT = re.compile(
 # error: HcclCommInitRootInfo(...)", "OPS function error: HcclAllreduce, error code is 6"; CUDA's and HIP's
 # "CUDA error: an illegal memory access was encountered")
 _FATAL_IN_EXCEPTION = ("NPU function error", "HCCL function error", "OPS function error: Hccl", "CUDA error: ",
-                       "HIP error: ", "NPU error, error code is")  # fmt: skip
+                       "HIP error: ", "NPU error, error code is", "NPU out of memory", "CUDA out of memory")  # fmt: skip
 _RESULT = re.compile(r"(?:runtime result|error code is) =? ?(\d{1,7})")
 
 
@@ -180,14 +180,15 @@ def fatal_exception(said: str) -> Match | None:
     return "child_crashed", "critical", fields
 
 
-_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_][\w.]{0,120})(?:Error|Exception): ")
+_EXCEPTION_LINE = re.compile(r"(?<![\w.])[A-Za-z_][\w.]{0,120}(?:Error|Exception): ")
 
 
 def fatal_exception_line(msg: str) -> Match | None:
     """An exception line logged on its own, its traceback's start not in the log (a k9s view, an excerpt), whose
     message is the runtime's own failure (vllm#6976: 'RuntimeError: CUDA error: an illegal memory access')."""
-    m = _EXCEPTION_LINE.match(msg) if msg[:1].isalpha() else None
-    return fatal_exception(msg[m.end() :]) if m else None
+    # the exception's name near the start: a reporter's own tag may come first ('【BUG】：RuntimeError: ...')
+    m = _EXCEPTION_LINE.search(msg, 0, 160) if "Error: " in msg[:160] or "Exception: " in msg[:160] else None
+    return fatal_exception(msg[m.end() :]) if m and m.start() <= 16 else None
 
 
 def result_code(msg: str) -> int | None:
