@@ -46,10 +46,12 @@ def test_frames_behind_a_repeated_header_are_one_traceback_with_their_exception(
 def test_an_out_of_memory_raised_on_an_npu_is_the_rank_going_down() -> None:
     # https://github.com/vllm-project/vllm-ascend/issues/1987: the reporter's own tag in front of the exception
     line = (
-        "【BUG】：RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity; 58.92 "
+        "【BUG】\uff1aRuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity; 58.92 "
         "GiB already allocated; 58.92 GiB current active; 1.66 GiB free; 58.95 GiB reserved in total by PyTorch)"
     )
     check(one(line, year=2025), "child_crashed", None, None, cause="runtime_error")
     # https://github.com/vllm-project/vllm-ascend/issues/19: quoted twice in a reply
-    quoted = "> > RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity)"
+    quoted = (
+        "> > RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity)"
+    )
     check(one(quoted, year=2025), "child_crashed", None, None, cause="runtime_error")

@@ -186,7 +186,7 @@ _EXCEPTION_LINE = re.compile(r"(?<![\w.])[A-Za-z_][\w.]{0,120}(?:Error|Exception
 def fatal_exception_line(msg: str) -> Match | None:
     """An exception line logged on its own, its traceback's start not in the log (a k9s view, an excerpt), whose
     message is the runtime's own failure (vllm#6976: 'RuntimeError: CUDA error: an illegal memory access')."""
-    # the exception's name near the start: a reporter's own tag may come first ('【BUG】：RuntimeError: ...')
+    # the exception's name near the start: a reporter's own tag may come first ('[BUG] RuntimeError: ...', in the reporter's brackets)
     m = _EXCEPTION_LINE.search(msg, 0, 160) if "Error: " in msg[:160] or "Exception: " in msg[:160] else None
     return fatal_exception(msg[m.end() :]) if m and m.start() <= 16 else None
 
