@@ -55,3 +55,16 @@ def test_an_out_of_memory_raised_on_an_npu_is_the_rank_going_down() -> None:
         "> > RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity)"
     )
     check(one(quoted, year=2025), "child_crashed", None, None, cause="runtime_error")
+
+
+def test_a_slashed_stamp_dates_a_line_and_a_blank_before_a_rank_tag_is_envelope() -> None:
+    # https://github.com/NVIDIA/TensorRT-LLM/issues/1938: a benchmark client's 'YYYY/MM/DD HH:MM:SS '
+    ev = one("2024/07/12 02:25:54 Success Rate (Percent): 100.00")
+    check(ev, "raw", None, "2024-07-12T02:25:54")
+    assert ev.message == "Success Rate (Percent): 100.00"
+    # https://github.com/sgl-project/sglang/issues/3932: the paste indented every line after the first
+    line = (
+        " [rank3]:[E227 16:30:43.526301625 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 3] Timeout at NCCL "
+        "work: 32, last enqueued NCCL work: 32, last completed NCCL work: 31."
+    )
+    check(one(line, year=2025), "nccl_work_update", None, "2025-02-27T16:30:43.526301", global_rank=3, completed=31)

@@ -5,6 +5,8 @@ lines that wait for the log's first time."""
 
 from __future__ import annotations
 
+import re
+
 from datetime import UTC, date, tzinfo
 from typing import Any
 
@@ -213,6 +215,14 @@ class Dating:
                 m2 = heads.CRI.match(rest) or heads.LOKI.match(rest)
                 if m2:
                     rest = rest[m2.end() :]
+        elif c.isdigit() and s[4:5] == "/":
+            # Go's and many tools' "2024/07/12 02:23:54 " (a benchmark client, trtllm#1938)
+            m = _SLASHED.match(s)
+            if m is None:
+                return None
+            g = m.groups()
+            ts = self.clock.epoch(*(int(x) for x in g[:6]), heads.frac(g[6]))
+            rest = s[m.end() :]
         elif c.isupper() and s[3:4] == " " and s[:3] in heads.MONTHS:
             m = heads.JOURNAL.match(s)
             if m is None:
@@ -225,6 +235,9 @@ class Dating:
         self._saw("collector", ts, False)
         self._ts(ts, now)
         return rest
+
+
+_SLASHED = re.compile(r"(\d{4})/(\d\d)/(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))? ")
 
 
 def tagged(process: object) -> bool:
