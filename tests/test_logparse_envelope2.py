@@ -67,4 +67,11 @@ def test_a_slashed_stamp_dates_a_line_and_a_blank_before_a_rank_tag_is_envelope(
         " [rank3]:[E227 16:30:43.526301625 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 3] Timeout at NCCL "
         "work: 32, last enqueued NCCL work: 32, last completed NCCL work: 31."
     )
-    check(one(line, year=2025), "nccl_work_update", None, "2025-02-27T16:30:43.526301", global_rank=3, completed=31)
+    check(
+        one(line, year=2025),
+        "nccl_work_update",
+        None,
+        "2025-02-27T16:30:43.526301",
+        global_rank=3,
+        completed=31,
+    )

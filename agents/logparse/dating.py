@@ -6,7 +6,6 @@ lines that wait for the log's first time."""
 from __future__ import annotations
 
 import re
-
 from datetime import UTC, date, tzinfo
 from typing import Any
 
