@@ -220,7 +220,8 @@ class Dating:
             if m is None:
                 return None
             g = m.groups()
-            ts = self.clock.epoch(*(int(x) for x in g[:6]), heads.frac(g[6]))
+            y, mo, d, h, mi, sec = (int(x) for x in g[:6])
+            ts = self.clock.epoch(y, mo, d, h, mi, sec, heads.frac(g[6]))
             rest = s[m.end() :]
         elif c.isupper() and s[3:4] == " " and s[:3] in heads.MONTHS:
             m = heads.JOURNAL.match(s)
