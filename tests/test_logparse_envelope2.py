@@ -75,3 +75,16 @@ def test_a_slashed_stamp_dates_a_line_and_a_blank_before_a_rank_tag_is_envelope(
         global_rank=3,
         completed=31,
     )
+
+
+def test_deepspeed_s_bracketed_fields_are_envelope_and_its_launcher_reports_a_worker_s_exit() -> None:
+    # https://github.com/deepspeedai/DeepSpeed/issues/3232: '[INFO] [launch.py:428:sigkill_handler] ' behind the stamp
+    kill = "[2023-04-14 13:11:27,879] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 13266"
+    ev = one(kill)
+    check(ev, "raw", None, "2023-04-14T13:11:27.879", source_file="launch.py:428:sigkill_handler")
+    assert ev.message == "Killing subprocess 13266" and ev.severity == "info"
+    died = (
+        "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
+        "'--local_rank=0', '--deepspeed'] exits with return code = -9"
+    )
+    check(one(died), "child_crashed", None, "2023-04-14T13:11:27.885", engine="deepspeed", exit_code=-9)

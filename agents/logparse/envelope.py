@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import re
 
+from .heads import LEVELS
+from .values import Fields
+
 _QUOTE = re.compile(r"(?:> ?){1,8}")
 _WHAT = re.compile(r"\s{0,8}what\(\):\s{1,8}")
 # a time of day with milliseconds and nothing else, followed by a bracketed header that carries its own date
@@ -37,6 +40,12 @@ _BARE_COLOUR = re.compile(r"\d{1,3}(?:;\d{1,3}){0,4}m(?=[(\[A-Z])")
 _GUTTER = re.compile(r"\s{0,8}\| (?=\S)|\s{1,8}(?=\[rank\d)")  # also a paste's blank before a rank tag
 _LABEL = re.compile(r"\[([A-Za-z][\w.-]{0,40})\] (?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d)")
 _ENVELOPE_CHARS = " \t>|:.,0123456789"
+# a logger's own fields behind the line's header: DeepSpeed's "[INFO] [launch.py:428:sigkill_handler] ", MindIE's
+# "[error] [36815] [hccl_runner.cpp:132] " (a level word, a thread id, a source location, each bracketed)
+_INNER = re.compile(
+    r"\[(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|debug|info|warning|warn|error|critical|fatal)\] "
+    r"(?:\[\d{1,10}\] )?(?:\[([\w./-]{1,128}:\d{1,7}(?::\w{1,64})?)\] )?"
+)
 TERMINATE = "terminate called after throwing an instance of"
 
 
@@ -92,3 +101,13 @@ def unglue(s: str) -> tuple[str, str] | None:
         # the line's envelope, which peel() and the wrappers take off, not a line of its own
         return None
     return before, s[m.start() :]
+
+
+def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str, str | None, Fields | None]:
+    """The message without a logger's bracketed fields in front, the level they name, the source location."""
+    m = _INNER.match(msg) if msg[:1] == "[" else None
+    if m is None:
+        return msg, level, extra
+    if m.group(2):
+        extra = {**(extra or {}), "source_file": m.group(2)}
+    return msg[m.end() :], LEVELS.get(m.group(1).upper(), level), extra

@@ -342,6 +342,7 @@ class LogParser(Forms):
             tb.prefixed = True
             self._took = True
             return []
+        msg, level, extra = envelope.inner_fields(msg, level, extra)  # "[INFO] [launch.py:428:f] ..."
         hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
         hit = hit or npu_message(msg) or nccl_error(msg) or fatal_exception_line(msg)
         if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):

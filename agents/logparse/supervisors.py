@@ -19,6 +19,7 @@ _RAY_DIED = (
     "ray.exceptions.ActorDiedError:",
 )
 _LMDEPLOY_DIED = ("Engine loop failed with error", "Task <EngineMainLoop> failed")
+_RETURN_CODE = re.compile(r"exits with return code = (-?\d{1,4})$")
 _EXIT_TYPE = re.compile(r"Worker exit type: (\w{1,40})")
 
 
@@ -39,6 +40,10 @@ def supervisor_message(msg: str) -> Match | None:
     elif msg.startswith(_LMDEPLOY_DIED):
         # lmdeploy's PyTorch engine: its main loop raised, the engine is gone (lmdeploy#2471, #3459)
         return "child_crashed", "critical", {"engine": "lmdeploy", "process": "engine loop"}
+    elif "exits with return code = " in msg[-60:] and (rc := _RETURN_CODE.search(msg, max(0, len(msg) - 60))):
+        # DeepSpeed's launcher: a worker process exited non-zero (deepspeed#3232: -9, the OOM killer)
+        if int(rc.group(1)) != 0:
+            return "child_crashed", "critical", {"engine": "deepspeed", "exit_code": int(rc.group(1))}
     elif msg.startswith("Got fatal signal from worker processes"):
         return "child_crashed", "critical", {"engine": "vllm", "process": "worker processes"}
     return None
