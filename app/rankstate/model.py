@@ -28,6 +28,10 @@ PHASES = (
     "warmup",
     "ready",
     "serving",
+    # a generic torch.distributed job (app/rankstate/torchjob.py): its steps, a synchronous checkpoint, the end
+    "training",
+    "checkpoint",
+    "teardown",
     "stalled",
     "crashed",
     "exited",
@@ -35,7 +39,7 @@ PHASES = (
 STARTUP_PHASES = frozenset(
     {"starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup"}
 )
-LIVE_PHASES = STARTUP_PHASES | {"ready", "serving"}
+LIVE_PHASES = STARTUP_PHASES | {"ready", "serving", "training", "checkpoint", "teardown"}
 TERMINAL_PHASES = frozenset({"crashed", "exited"})
 
 # Start-up lines every scheduler logs for itself, in order: how far a rank has got, comparable across ranks.
@@ -51,6 +55,8 @@ MILESTONES = frozenset(
         "capture_end",
     }
 )
+# A process at least this busy is computing (JIT, a compile warm-up), not waiting
+CPU_BUSY_PCT = 50.0
 # Exit codes of a deliberate stop (SIGTERM/SIGINT, or 0): the end of a launch, not a crash.
 CLEAN_EXIT_CODES = frozenset({0, -15, -2, 143, 130})
 
@@ -239,6 +245,10 @@ class LaunchState:
     procs: dict[str, EngineProc] = field(default_factory=dict)
     # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)
     spec_method: str | None = None
+    # a torch job's own lines (app/rankstate/torchjob.py): the latest, and the gaps between them (its cadence,
+    # which says how long a pause of this job may last; not persisted, like decode_gaps)
+    job_line_at: float | None = None
+    job_gaps: list[float] = field(default_factory=list)
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)
@@ -323,6 +333,19 @@ def mark_stalled(r: RankState, ts: float) -> None:
         set_phase(r, "stalled", ts)
 
 
+def exit_unknown(r: RankState) -> bool:
+    """The rank's process exited and the agent saw no exit code (a launcher's child, not the agent's): whether
+    that was an end or a crash is for the launcher's lines and the peers to say."""
+    return r.phase == "exited" and r.exited_at is not None and r.exit_code is None
+
+
+def unmark_stalled(r: RankState, ts: float) -> None:
+    """The detector's stall on this rank is over (it resolved): back to the phase it stalled in."""
+    if r.phase == "stalled" and r.stalled_from:
+        set_phase(r, r.stalled_from, ts)
+        r.stalled_from = None
+
+
 def _remember(lst: list[Any], item: Any, limit: int) -> None:
     lst.append(item)
     if len(lst) > limit:
@@ -340,6 +363,8 @@ def launch_status(st: LaunchState) -> str:
         return "stalled"
     if phases == {"exited"}:
         return "exited"
+    if phases & {"training", "checkpoint", "teardown"} and not phases & STARTUP_PHASES:
+        return "training"
     for phase, word in (
         ("starting", "starting"),
         ("dist_init", "starting"),
@@ -351,48 +376,3 @@ def launch_status(st: LaunchState) -> str:
         if phase in phases:
             return word
     return "serving" if "serving" in phases else "ready"
-
-
-_LAUNCH_FIELDS = (
-    "ready_at",
-    "speculative",
-    "draft_model_type",
-    "last_decode_at",
-    "running_req",
-    "queue_req",
-    "load_seen_at",
-    "gen_tokens_total",
-    "gen_tokens_rise_at",
-    "shard_progress_at",
-    "good_batch_max",
-    "v0_drafted_total",
-    "spec_method",
-)
-
-
-def launch_to_json(st: LaunchState) -> dict[str, Any]:
-    """What the server keeps of a launch's own state (ranks are stored separately), plus an acceptance summary."""
-    out: dict[str, Any] = {k: getattr(st, k) for k in _LAUNCH_FIELDS}
-    out["accept"] = [
-        [a.ts, a.accept_len, a.accept_rate, a.batch, a.drafted, a.steps] for a in st.accept[-100:]
-    ]
-    recent = [a.accept_len for a in st.accept[-20:] if a.accept_len is not None]
-    out["accept_len_recent"] = round(sum(recent) / len(recent), 3) if recent else None
-    base = st.accept_history.baseline
-    if base is not None:  # the drift rule's baseline outlives a change of leader (a dataclass or its dict)
-        out["accept_baseline"] = asdict(base) if not isinstance(base, dict) else base
-    return out
-
-
-def launch_from_json(st: LaunchState, data: dict[str, Any]) -> None:
-    for k in _LAUNCH_FIELDS:
-        if k in data:
-            setattr(st, k, data[k])
-    st.accept = [
-        AcceptReport(
-            a[0], a[1], a[2], a[3], drafted=a[4] if len(a) > 4 else None, steps=a[5] if len(a) > 5 else None
-        )
-        for a in data.get("accept", [])
-    ]
-    if isinstance(data.get("accept_baseline"), dict):
-        st.accept_history.baseline = data["accept_baseline"]  # app/detect/drift.py reads it back

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agents import ranklabel, wire
+from app.rankstate.gpu import IO_RISE_BYTES
 from app.rankstate.infer import (
     BATCHES,
     SINGLE_RANK,
@@ -19,6 +20,7 @@ from app.rankstate.infer import (
 )
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
+    CPU_BUSY_PCT,
     MILESTONES,
     PHASES,
     SIGNAL_HISTORY,
@@ -29,12 +31,13 @@ from app.rankstate.model import (
     RankState,
     Signal,
     _remember,
+    exit_unknown,
     progress,
     set_phase,
 )
 from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
-from app.rankstate.procs import note_gone as procs_gone
 from app.rankstate.serving import _int, produced, serving_event
+from app.rankstate.torchjob import job_line, place_from_stack
 from app.rankstate.unnamed import note_line
 
 # event kinds bound once: an enum member read off its class costs ~0.2 µs, and this runs per record
@@ -113,10 +116,13 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         pid = ev.fields.get("pid")
         owner = fleet.by_pid.get((host, int(pid))) if isinstance(pid, int) else None
         _remember(st.stacks, (owner[1] if owner else None, _signal(ev)), SIGNAL_HISTORY)
+        if owner is not None and (r := st.ranks.get(owner[1])) is not None and ranklabel.is_torch(r.label):
+            place_from_stack(st, r, ev)
         return
     note_line(st, host, ev, label)  # the launch's latest line, and the process of one no rank took
     if label is None:
-        _launch_event(st, ev)
+        if not job_line(st, ev):
+            _launch_event(st, ev)
         return
     r = st.rank(label, host, ev.ts)
     r.last_seen = max(r.last_seen, ev.ts)
@@ -145,6 +151,12 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         st.shard_progress_at = ev.ts
     elif k in ENGINE_STEPS:
         _engine_step(st, ev)
+    elif k == "engine_dead":
+        _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
+        for r in st.ranks.values():  # the front end lost its engine: every rank it served went down with it
+            if r.phase not in TERMINAL_PHASES or exit_unknown(r):
+                set_phase(r, "crashed", min(ev.ts, r.exited_at or ev.ts))
+                st.dirty.add(r.label)
     elif k == "engine_config":
         _learn_method(st, ev)
     elif k == "shard_progress":
@@ -201,6 +213,8 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         backfill(r, hint)
     if ev.severity in ("error", "critical"):
         r.last_error_at = ev.ts
+        if exit_unknown(r) and _own_error(r, r.exited_at or ev.ts) and k not in _CONSEQUENCES:
+            set_phase(r, "crashed", r.exited_at or ev.ts)  # its error line, read after its exit was seen
     if k in MILESTONES:
         r.milestones += 1
         r.last_milestone = k
@@ -252,8 +266,11 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         _remember(r.signals, _signal(ev), SIGNAL_HISTORY)
         # vLLM reports a worker that went down with a requested stop as "died unexpectedly (exit code: 0)"
         clean = k == _CHILD_CRASHED and f.get("exit_code") in CLEAN_EXIT_CODES
-        if k in _CRASHES and r.phase not in TERMINAL_PHASES and not clean:
-            set_phase(r, "crashed", ev.ts)
+        if k in _CRASHES and not clean and (r.phase not in TERMINAL_PHASES or exit_unknown(r)):
+            # a launcher's "failed (exitcode: 1)" settles an exit the agent saw without a code
+            set_phase(
+                r, "crashed", r.exited_at if r.exited_at is not None and r.exited_at <= ev.ts else ev.ts
+            )
 
 
 _CONFIRMED = frozenset(
@@ -282,6 +299,20 @@ _CONFIRMED = frozenset(
 # a rank's own report that it is going down: PyTorch's collective check raises (RuntimeError) on the rank that
 # found the mismatch, so it dies there rather than hanging
 _CRASHES = frozenset({"child_crashed", "init_failed", "scheduler_exception", "collective_mismatch"})
+
+
+# a rank's own error line this soon before an exit without a code: it went down with that error (a line torn
+# down by its launcher or its peer going away is a consequence, app/detect/faults.py's _first_to_go)
+OWN_ERROR_BEFORE_S = 30.0
+_CONSEQUENCES = frozenset({"closing_signal", "peer_lost", "collective_timeout"})
+
+
+def _own_error(r: RankState, exited_at: float) -> bool:
+    return (
+        r.last_error_at is not None
+        and exited_at - OWN_ERROR_BEFORE_S <= r.last_error_at <= exited_at + 2.0
+        and not any(s.kind in _CONSEQUENCES for s in r.signals[-3:])
+    )
 
 
 def _describe(ev: wire.Event) -> str:
@@ -330,9 +361,9 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         r.io_read_bytes = p.io_read_bytes
     if p.state in ("exited", "Z", "X") and r.exited_at is None:
         r.exited_at, r.exit_code = p.ts, p.exit_code
-        # no exit code (not the agent's child) after the launcher sent it SIGTERM: torn down, not crashed
-        torn_down = p.exit_code is None and any(s.kind == _CLOSING_SIGNAL for s in r.signals)
-        clean = p.exit_code in CLEAN_EXIT_CODES or torn_down
+        # no exit code (not the agent's child: a launcher's worker) is not a crash by itself: the launcher's
+        # lines, the rank's own error just before, or peers left waiting for it settle it (app/detect/endings.py)
+        clean = p.exit_code in CLEAN_EXIT_CODES or (p.exit_code is None and not _own_error(r, p.ts))
         _remember(
             r.signals,
             Signal(
@@ -345,76 +376,5 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
             ),
             SIGNAL_HISTORY,
         )
-        set_phase(r, "exited" if clean else "crashed", p.ts)
-
-
-# Thresholds of the reducer's own bookkeeping (what counts as "busy", "reading", "growing").
-CPU_BUSY_PCT = 50.0
-IO_RISE_BYTES = 16 * 1024 * 1024
-MEM_RISE_BYTES = 256 * 1024 * 1024
-# a GPU at least this busy at more than this share of its power limit is computing, not spinning in a collective
-GPU_ACTIVE_PCT = 20.0
-SPIN_POWER_RATIO = 0.25
-
-
-def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
-    h = fleet.host(host, g.ts)
-    h.sample_ts = max(h.sample_ts or g.ts, g.ts)
-    owner = fleet.by_gpu.get((host, g.uuid))
-    if owner is None:
-        for gp in g.processes:
-            owner = fleet.by_pid.get((host, gp.pid))
-            if owner is not None:
-                break
-    if owner is None:
-        return
-    st = fleet.launches.get(owner[0])
-    r = st.ranks.get(owner[1]) if st else None
-    if st is None or r is None:
-        return
-    if g.uuid not in r.gpu_uuids:
-        r.gpu_uuids.append(g.uuid)
-        fleet.index_rank(owner[0], r)
-    if r.gpu_uuids[0] != g.uuid or (r.gpu_ts is not None and g.ts < r.gpu_ts):
-        return
-    if g.mem_used_bytes is not None:
-        if r.mem_mark is None or g.mem_used_bytes < r.mem_mark:
-            r.mem_mark = g.mem_used_bytes
-        elif g.mem_used_bytes > r.mem_mark + MEM_RISE_BYTES:
-            r.mem_rise_at, r.mem_mark = g.ts, g.mem_used_bytes
-        r.mem_used_bytes = g.mem_used_bytes
-    if g.util_gpu_pct is not None and g.util_gpu_pct >= GPU_ACTIVE_PCT:
-        ratio = g.power_w / g.power_limit_w if g.power_w is not None and g.power_limit_w else None
-        if ratio is None or ratio > SPIN_POWER_RATIO:
-            r.gpu_active_at = g.ts
-    r.gpu_ts = g.ts
-    r.util_pct, r.power_w = g.util_gpu_pct, g.power_w
-    if g.power_limit_w:
-        r.power_limit_w = g.power_limit_w
-    st.dirty.add(r.label)
-
-
-def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
-    """Ranks whose process vanished from their host's newer listings without an exit record: gone."""
-    for st in fleet.launches.values():
-        for host in {e.host for e in st.procs.values() if e.live}:
-            h = fleet.hosts.get(host)
-            if h is not None and h.procs_listed_at is not None:
-                procs_gone(st, host, h.procs_listed_at, now, grace_s)
-        for r in st.ranks.values():
-            if r.phase in TERMINAL_PHASES or r.proc_seen_at is None:
-                continue
-            h = fleet.hosts.get(r.host)
-            if h is None or h.procs_listed_at is None:
-                continue
-            if h.procs_listed_at - r.proc_seen_at > grace_s and now - r.proc_seen_at > grace_s:
-                r.exited_at = r.proc_seen_at
-                _remember(
-                    r.signals,
-                    Signal(
-                        h.procs_listed_at, "process_gone", f"process {r.pid} no longer listed on {r.host}"
-                    ),
-                    SIGNAL_HISTORY,
-                )
-                set_phase(r, "crashed", r.proc_seen_at)
-                st.dirty.add(r.label)
+        if r.phase != "crashed":  # a crash line that came first is not undone by the exit that follows
+            set_phase(r, "exited" if clean else "crashed", p.ts)
