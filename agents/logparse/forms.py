@@ -33,6 +33,7 @@ class Forms(Dating):
     _bars: dict[str, tuple[float, float]]
     _capture_target: str | None
     _summary: SpecSummary
+    _tb: Traceback | None
     _failures: FailureSummary
 
     # the parser's own (agents/logparse/parser.py): a line's message, and a physical line
@@ -43,6 +44,23 @@ class Forms(Dating):
 
     def _line1(self, s: str, now: float | None) -> list[Event]:
         raise NotImplementedError
+
+    def flush(self, now: float | None = None) -> list[Event]:
+        """Emit what is open (a traceback, a summary block, lines waiting for the log's first time). ``now``:
+        the time a live reader flushes at; lines of a log that never gave a time then take it (without it,
+        noon of the log's date stands in, which live would put lines hours off the agent's clock)."""
+        tb, self._tb = self._tb, None
+        out = self._tb_events(tb) if tb is not None else []
+        report = self._summary.close()
+        if report is not None:  # dated like the block's last line (a log with no time: as held lines are)
+            out.append(
+                self._make(self._ts(None, None), "spec_metrics", "info", "", self.default_rank, report)
+            )
+        if self._held or self.last_ts is None:
+            self._held += out
+            ref = self._reference_ts() if self.last_ts is not None or now is None else now
+            out = self._release(ref)
+        return out
 
     def _make(self, ts: float, kind: str, sev: str, msg: str, rank: str | None, fields: Fields) -> Event:
         if len(fields) > MAX_FIELDS:

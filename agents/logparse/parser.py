@@ -7,6 +7,7 @@ own elapsed time dates its updates) and the target of the CUDA-graph capture in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, date, tzinfo
 
 from agents.wire import Event
@@ -95,23 +96,6 @@ class LogParser(Forms):
                     {"parse_error": repr(exc)[:200]},
                 )
             ]
-
-    def flush(self, now: float | None = None) -> list[Event]:
-        """Emit what is open (a traceback, a summary block, lines waiting for the log's first time). ``now``:
-        the time a live reader flushes at; lines of a log that never gave a time then take it (without it,
-        noon of the log's date stands in, which live would put lines hours off the agent's clock)."""
-        tb, self._tb = self._tb, None
-        out = self._tb_events(tb) if tb is not None else []
-        report = self._summary.close()
-        if report is not None:  # dated like the block's last line (a log with no time: as held lines are)
-            out.append(
-                self._make(self._ts(None, None), "spec_metrics", "info", "", self.default_rank, report)
-            )
-        if self._held or self.last_ts is None:
-            self._held += out
-            ref = self._reference_ts() if self.last_ts is not None or now is None else now
-            out = self._release(ref)
-        return out
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -397,3 +381,13 @@ class LogParser(Forms):
 
 # the first four characters of a line that starts with a level word (vLLM, uvicorn, Python logging)
 _LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT"))
+
+
+def parse_lines(lines: Iterable[str], **kw: object) -> list[Event]:
+    """Parse a whole log (an iterable of lines) and flush: the convenience form of ``LogParser``."""
+    parser = LogParser(**kw)  # type: ignore[arg-type]
+    out: list[Event] = []
+    for line in lines:
+        out += parser.feed(line)
+    out += parser.flush()
+    return out
