@@ -17,8 +17,7 @@ START = "Traceback (most recent call last):"
 # a frame line: an excerpt that starts inside a traceback (its "Traceback" line cut) or a paste that lost the
 # indentation still shows these, one per frame, each followed by its source line
 FRAME = re.compile(r' {0,8}File "[^"\n]{1,400}", line \d{1,7}, in \S')
-_MARKS = frozenset(" ^~")
-_FRAME_END = re.compile(r'", line \d{1,7}, in \S')  # Python 3.11+'s markers under a source line
+_MARKS = frozenset(" ^~")  # Python 3.11+'s markers under a source line
 
 
 def cut_message(text: str) -> str:
@@ -103,7 +102,8 @@ class Traceback:
         last = self.lines[-1] if self.lines else ""
         if last.endswith("$") and len(last) >= 60:
             return True
-        return self.phase == "frames" and last.lstrip().startswith('File "') and not _FRAME_END.search(last)
+        # a frame line stopped inside its path ('File "/home/x/torch/tens'): no closing quote before its line number
+        return self.phase == "frames" and last.lstrip().startswith('File "') and '", line ' not in last
 
     def fields(self) -> Fields:
         out: Fields = {}
