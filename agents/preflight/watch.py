@@ -65,10 +65,10 @@ class DraftPreflight:
         spec = scan_launch(cmdline)
         if spec is None or not spec.draft:
             return spec
-        self._pending.append(self._pool.submit(self._check, spec))
+        self._pending.append(self._pool.submit(self._check, spec, pid))
         return spec
 
-    def _check(self, spec: SpecConfig) -> wire.Event | None:
+    def _check(self, spec: SpecConfig, pid: int) -> wire.Event | None:
         from agents.preflight import preflight_event
 
         assert spec.draft is not None
@@ -90,7 +90,9 @@ class DraftPreflight:
             len(findings),
             time.perf_counter() - started,
         )
-        return preflight_event(spec.draft, findings, self._clock())
+        event = preflight_event(spec.draft, findings, self._clock())
+        event.fields["pid"] = pid  # whose launch the check belongs to
+        return event
 
     def drain(self) -> list[wire.Event]:
         """Events of the checks that finished since the last call (never blocks)."""

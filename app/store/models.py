@@ -92,7 +92,8 @@ class Deployment(Base):
 
 
 class Launch(Base):
-    """One start of a deployment, from its first process start to its exit."""
+    """One engine instance of a deployment (its ranks and their hosts), from its first process start to its
+    exit. Replicas of one deployment are sibling launches, told apart by ``world``."""
 
     __tablename__ = "launches"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -105,6 +106,10 @@ class Launch(Base):
     status: Mapped[str] = mapped_column(String(32), default="starting")
     draft_path: Mapped[str | None] = mapped_column(Text)
     info: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # the engine's world key as the agent reports it (wire.AgentInfo.launch); None: data no agent could place
+    world: Mapped[str | None] = mapped_column(String(256))
+    # the host whose batch opened the launch
+    host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id"))
 
 
 class Rank(Base):
