@@ -89,6 +89,9 @@ class Candidate:
     env: Mapping[str, str]
     cgroup: str
     ancestors: Sequence[tuple[int, Sequence[str]]] = ()  # (pid, cmdline)
+    # the ancestors' environments (read for an env selector only): a child that renames itself
+    # (setproctitle) may overwrite its own copy, its parent's still says who started it
+    ancestor_envs: Sequence[Mapping[str, str]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +144,7 @@ def _matches(s: Selector, c: Candidate) -> bool:
         rx = re.compile(s.value)
         return any(rx.search(" ".join(cmd)) for cmd in (c.cmdline, *(a for _, a in c.ancestors)))
     key, _, value = s.value.partition("=")
-    return c.env.get(key) == value
+    return any(env.get(key) == value for env in (c.env, *c.ancestor_envs))
 
 
 def read_cgroup(proc_root: str, pid: int) -> str:

@@ -129,7 +129,7 @@ def _environ(proc: psutil.Process) -> dict[str, str]:
     """The environment, where this agent may read it (another user's is closed to a non-root agent)."""
     try:
         return proc.environ()
-    except (psutil.AccessDenied, OSError):
+    except (psutil.Error, OSError):
         return {}
 
 
@@ -263,7 +263,9 @@ class PsutilProcesses:
             uid: int | None = proc.uids().real
         except (psutil.AccessDenied, AttributeError):
             uid = None
-        return Candidate(proc.pid, uid, cmd, env, read_cgroup(self.proc_root, proc.pid), ancestors)
+        envs = [_environ(q) for q in parents] if self.ownership.needs_env else []
+        cgroup = read_cgroup(self.proc_root, proc.pid)
+        return Candidate(proc.pid, uid, cmd, env, cgroup, ancestors, envs)
 
     def _follow_output(self, pid: int, world: str) -> None:
         """Hand the file behind the process's stdout/stderr to the log tailer, when it is a regular file."""
