@@ -110,6 +110,8 @@ class Launch(Base):
     world: Mapped[str | None] = mapped_column(String(256))
     # the host whose batch opened the launch
     host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id"))
+    # a person acknowledged how it ended: the overview stops showing its cause
+    acknowledged_at: Mapped[float | None] = mapped_column(Float)
 
 
 class Rank(Base):

@@ -5,6 +5,8 @@
   their own, told apart by it; NULL for data an agent could not place (old agents, log-only launches).
 - ``launches.host_id``: the host whose batch opened the launch (a world with no key of its own is the
   launch of one host).
+- ``launches.acknowledged_at``: when a person acknowledged how the launch ended; until then the overview keeps
+  showing a crashed launch's cause ("crashed after a deadlock, suspect TP3").
 
 Revision ID: 0011
 Revises: 0010
@@ -25,11 +27,13 @@ def upgrade() -> None:
     with op.batch_alter_table("launches") as batch_op:
         batch_op.add_column(sa.Column("world", sa.String(length=256), nullable=True))
         batch_op.add_column(sa.Column("host_id", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("acknowledged_at", sa.Float(), nullable=True))
         batch_op.create_foreign_key(op.f("fk_launches_host_id_hosts"), "hosts", ["host_id"], ["id"])
 
 
 def downgrade() -> None:
     with op.batch_alter_table("launches") as batch_op:
         batch_op.drop_constraint(op.f("fk_launches_host_id_hosts"), type_="foreignkey")
+        batch_op.drop_column("acknowledged_at")
         batch_op.drop_column("host_id")
         batch_op.drop_column("world")
