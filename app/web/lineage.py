@@ -58,7 +58,7 @@ def describe(session: Session, launches: Sequence[models.Launch]) -> dict[int, d
     for lid, name in session.execute(
         select(P.launch_id, H.name).join(H, H.id == P.host_id).where(P.launch_id.in_(ids)).distinct()
     ):
-        hosts[lid].add(name)
+        hosts[lid or 0].add(name)
     for lid, name in session.execute(
         select(R.launch_id, H.name).join(H, H.id == R.host_id).where(R.launch_id.in_(ids)).distinct()
     ):
