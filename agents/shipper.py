@@ -278,7 +278,9 @@ class Shipper:
             self._down_since = now
         if self._failures == 1 or now - self._last_complaint >= 30:
             self._last_complaint = now
-            pending = f"{self.spool.pending()} batch(es), {self.spool.pending_bytes() / 1e6:.1f} MB in the spool"
+            pending = (
+                f"{self.spool.pending()} batch(es), {self.spool.pending_bytes() / 1e6:.1f} MB in the spool"
+            )
             if alone:
                 log.error("%s (%s)", reason, pending)
             else:
