@@ -157,6 +157,9 @@ class HostState:
     procs_listed_at: float | None = None
     # latest NVML/process sample: the agent's own clock, against which estimated log times are checked
     sample_ts: float | None = None
+    # the time its agent has reported up to (its newest stored batch): what is known of its ranks ends there.
+    # None where every record is at hand at once (replay, eval)
+    reported_until: float | None = None
 
 
 @dataclass(slots=True)

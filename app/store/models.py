@@ -51,6 +51,8 @@ class Host(Base):
     # what the host's agent spool dropped unsent, as its latest batch reported (lifetime totals)
     spool_dropped_batches: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     spool_dropped_samples: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # the newest time its agent has reported up to (its newest stored batch's sent_at, on the server's clock)
+    reported_until: Mapped[float | None] = mapped_column(Float)
 
 
 class IngestedBatch(Base):

@@ -7,6 +7,9 @@
   launch of one host).
 - ``launches.acknowledged_at``: when a person acknowledged how the launch ended; until then the overview keeps
   showing a crashed launch's cause ("crashed after a deadlock, suspect TP3").
+- ``hosts.reported_until``: the newest time the host's agent has reported up to (the ``sent_at`` of its newest
+  stored batch, on the server's clock). The detector judges a launch's silence up to there, not up to its own
+  wall clock: a server late reading its own ingest must not call its lag the engine's stall.
 
 Revision ID: 0011
 Revises: 0010
@@ -24,6 +27,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("hosts") as batch_op:
+        batch_op.add_column(sa.Column("reported_until", sa.Float(), nullable=True))
     with op.batch_alter_table("launches") as batch_op:
         batch_op.add_column(sa.Column("world", sa.String(length=256), nullable=True))
         batch_op.add_column(sa.Column("host_id", sa.Integer(), nullable=True))
@@ -32,6 +37,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("hosts") as batch_op:
+        batch_op.drop_column("reported_until")
     with op.batch_alter_table("launches") as batch_op:
         batch_op.drop_constraint(op.f("fk_launches_host_id_hosts"), type_="foreignkey")
         batch_op.drop_column("acknowledged_at")
