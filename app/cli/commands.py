@@ -46,9 +46,63 @@ def _migrated(settings: Any) -> str:
     from app.store.db import upgrade
 
     url: str = settings.resolved_database_url()
+    check_sqlite_path(url, given=bool(settings.database_url))
     with database_errors(url):
         upgrade(url)
     return url
+
+
+def check_sqlite_path(url: str, given: bool) -> None:
+    """A SQLite file's folder: the default data folder is made on first use, a folder the user named must
+    exist (a typo there would otherwise give a fresh, empty database and an empty dashboard), and either must
+    be writable."""
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    from app.store.db import is_sqlite
+
+    if not is_sqlite(url):
+        return
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        return
+    folder = Path(database).expanduser().absolute().parent
+    if given and not folder.is_dir():
+        raise CommandError(
+            f"the database's folder {folder} does not exist: check --database-url / SPECWATCH_DATABASE_URL "
+            "for a typo, or create the folder first"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(f"cannot create the data folder {folder}: {exc.strerror or exc}") from exc
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+        Path(database).exists() and not os.access(database, os.R_OK | os.W_OK)
+    ):
+        raise CommandError(
+            f"cannot write to {folder if not Path(database).exists() else database}: run specwatch as a user "
+            "who may, or pass --data-dir / --database-url somewhere writable"
+        )
+
+
+def check_port(host: str, port: int) -> None:
+    """A port another process holds, said before uvicorn tries (its own message names no way out)."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host or "0.0.0.0", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"port {port} on {host or '0.0.0.0'} is already in use (another specwatch serve?): pass "
+                    "--port N for another one, or stop the process holding it"
+                ) from exc
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 @contextmanager
@@ -56,13 +110,18 @@ def database_errors(url: str) -> Iterator[None]:
     """Turn the database failures a user meets into one sentence and exit code 2 (no traceback)."""
     from alembic.util import CommandError as AlembicError
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+    from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 
     where = make_url(url).render_as_string(hide_password=True) if "://" in url else url
     try:
         yield
     except OperationalError as exc:
         raise CommandError(f"cannot reach the database {where}: {_first_line(exc.orig or exc)}") from exc
+    except DatabaseError as exc:  # SQLite's "file is not a database": some other file at that path
+        raise CommandError(
+            f"{where} is not a database specwatch can open ({_first_line(exc.orig or exc)}): point "
+            "--database-url at specwatch's own file, or move that file away"
+        ) from exc
     except (ArgumentError, NoSuchModuleError) as exc:
         raise CommandError(
             f"{url!r} is not a database URL specwatch understands "
@@ -103,6 +162,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args, host=args.host, port=args.port, workers=args.workers)
     refuse_open_network(settings)
+    check_port(settings.host, settings.port)
     url = _migrated(settings)
     # a stderr nobody reads must not stop the server (app/kit/logsink.py); uvicorn's own records go the same
     # way (log_config=None: its loggers propagate to the root logger instead of writing to stderr directly)

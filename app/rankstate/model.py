@@ -273,6 +273,10 @@ class Fleet:
 def set_phase(r: RankState, phase: str, ts: float) -> None:
     if r.phase == phase:
         return
+    if r.phases:
+        # a rank's time never runs backwards: a line stamped before the band it ends (an undated line given
+        # the read time, another process's clock) starts the next band where this one began, not before it
+        ts = max(ts, r.phases[-1].started_at)
     if r.phases and r.phases[-1].ended_at is None:
         r.phases[-1].ended_at = ts
     r.phases.append(PhaseSpan(phase, ts))
