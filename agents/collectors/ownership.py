@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import psutil
+
 from agents import wire
 
 SELECTOR_KINDS = ("pid", "unit", "cgroup", "container", "cmd", "env")
@@ -145,6 +147,38 @@ def _matches(s: Selector, c: Candidate) -> bool:
         return any(rx.search(" ".join(cmd)) for cmd in (c.cmdline, *(a for _, a in c.ancestors)))
     key, _, value = s.value.partition("=")
     return any(env.get(key) == value for env in (c.env, *c.ancestor_envs))
+
+
+def environ(proc: psutil.Process) -> dict[str, str]:
+    """The environment, where this agent may read it (another user's is closed to a non-root agent)."""
+    try:
+        return proc.environ()
+    except (psutil.Error, OSError):
+        return {}
+
+
+def candidate(
+    rule: Ownership,
+    proc_root: str,
+    proc: psutil.Process,
+    cmd: list[str],
+    env: dict[str, str],
+    parents: list[psutil.Process],
+) -> Candidate:
+    """What the rule needs of a live process: ancestors' command lines (and environments) only when a
+    selector reads them."""
+    ancestors: list[tuple[int, Sequence[str]]] = []
+    for q in parents:
+        try:
+            ancestors.append((q.pid, q.cmdline() if rule.selectors else []))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            ancestors.append((q.pid, []))
+    try:
+        uid: int | None = proc.uids().real
+    except (psutil.AccessDenied, AttributeError):
+        uid = None
+    envs = [environ(q) for q in parents] if rule.needs_env else []
+    return Candidate(proc.pid, uid, cmd, env, read_cgroup(proc_root, proc.pid), ancestors, envs)
 
 
 def read_cgroup(proc_root: str, pid: int) -> str:

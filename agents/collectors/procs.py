@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 import psutil
 
 from agents import ranklabel, wire
-from agents.collectors.ownership import Candidate, OneWorld, Ownership, Worlds, read_cgroup
+from agents.collectors.ownership import OneWorld, Ownership, Worlds, candidate, environ
 
 log = logging.getLogger("specwatch.agent.procs")
 
@@ -105,7 +105,7 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
     if m:
         kind = m.group(1)
         vrole: Role = {"Worker": "worker", "EngineCore": "scheduler", "APIServer": "main"}.get(kind, "other")  # type: ignore[assignment]
-        return EngineProcess(title.split()[0][:128], vrole, "vllm", ranklabel.from_tags(m.group(2)))
+        return EngineProcess(title.split()[0][:128], vrole, "vllm", _vllm_rank(vrole, m.group(2)))
     args = [a for a in cmdline[:8] if a]
     base = [Path(a).name for a in args]
     joined = " ".join(args)
@@ -125,12 +125,13 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
     return None
 
 
-def _environ(proc: psutil.Process) -> dict[str, str]:
-    """The environment, where this agent may read it (another user's is closed to a non-root agent)."""
-    try:
-        return proc.environ()
-    except (psutil.Error, OSError):
-        return {}
+def _vllm_rank(role: Role, tags: str | None) -> str | None:
+    """A vLLM worker is a rank: ``VLLM::Worker_TP1`` is TP1, and an untagged ``VLLM::Worker`` (every dimension
+    of one) the engine's only rank. EngineCore (``_DP1`` at DP > 1) and the API server serve ranks without being
+    one: they are the launch's engine processes (their state and exit still count, app/rankstate)."""
+    if role != "worker":
+        return None
+    return ranklabel.from_tags(tags) or ranklabel.SOLE
 
 
 class ProcessBackend(Protocol):
@@ -219,8 +220,10 @@ class PsutilProcesses:
                 create = proc.create_time()
                 parents = proc.parents()
                 if env is None:
-                    env = _environ(proc)
-                if not self.ownership.owns(self._candidate(proc, cmd, env, parents)):
+                    env = environ(proc)
+                if not self.ownership.owns(
+                    candidate(self.ownership, self.proc_root, proc, cmd, env, parents)
+                ):
                     continue
                 world = self.worlds.place(
                     pid, create, info.role, cmd, env, [(q.pid, q.create_time()) for q in parents]
@@ -249,23 +252,6 @@ class PsutilProcesses:
     def owns(self, pid: int) -> bool:
         """A process this agent tracks: py-spy and the draft preflight are for these only."""
         return pid in self._tracked
-
-    def _candidate(
-        self, proc: psutil.Process, cmd: list[str], env: dict[str, str], parents: list[psutil.Process]
-    ) -> Candidate:
-        ancestors: list[tuple[int, list[str]]] = []
-        for q in parents:
-            try:
-                ancestors.append((q.pid, q.cmdline() if self.ownership.selectors else []))
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                ancestors.append((q.pid, []))
-        try:
-            uid: int | None = proc.uids().real
-        except (psutil.AccessDenied, AttributeError):
-            uid = None
-        envs = [_environ(q) for q in parents] if self.ownership.needs_env else []
-        cgroup = read_cgroup(self.proc_root, proc.pid)
-        return Candidate(proc.pid, uid, cmd, env, cgroup, ancestors, envs)
 
     def _follow_output(self, pid: int, world: str) -> None:
         """Hand the file behind the process's stdout/stderr to the log tailer, when it is a regular file."""
