@@ -117,3 +117,19 @@ def test_a_batch_interval_is_cut_by_launch_and_what_no_process_claims_goes_with_
     assert isinstance(one, Part) and one.world == a and len(one.events) == 2
     (none,) = by_world(w, [], [_e("log:/logs/other.log")], [])
     assert none.world is None  # a log with no process behind it: the server places it
+
+
+def test_a_log_no_process_claims_goes_to_the_one_launch_of_the_engine_it_names() -> None:
+    w = Worlds("h")
+    vllm = w.place(100, 1.0, "main", ["vllm", "serve"], {}, [])
+    torch = w.place(200, 1.0, "main", ["torchrun"], {}, [])
+    procs = [
+        wire.ProcessSample(ts=1.0, pid=100, create_time=1.0, name="vllm serve", role="main", engine="vllm"),
+        wire.ProcessSample(ts=1.0, pid=200, create_time=1.0, name="torchrun", role="main", engine="torch"),
+    ]
+    named = wire.Event(ts=1.0, kind="engine_config", source="log:/logs/vllm.log", fields={"engine": "vllm"})
+    untagged = _e("log:/logs/vllm.log")
+    parts = {p.world: p for p in by_world(w, procs, [named, untagged], [])}
+    assert len(parts[vllm].events) == 2 and not parts[torch].events  # never under the torch job's rank0
+    later = {p.world: p for p in by_world(w, procs, [_e("log:/logs/vllm.log")], [])}
+    assert len(later[vllm].events) == 1  # the file's engine is remembered

@@ -36,6 +36,7 @@ from typing import Protocol
 import psutil
 
 from agents import wire
+from agents.logparse.engine import engine_of
 
 SELECTOR_KINDS = ("pid", "unit", "cgroup", "container", "cmd", "env")
 _LOOPBACK = re.compile(r"^(?:127\.|localhost$|::1$|0\.0\.0\.0$|\[::1\]$)")
@@ -235,6 +236,7 @@ class Worlds:
         self.host = host
         self._world: dict[int, str] = {}
         self.outputs: dict[str, str] = {}  # a followed output file -> the world of the process writing it
+        self.file_engine: dict[str, str] = {}  # a followed file -> the engine its lines say wrote them
 
     def place(
         self,
@@ -267,6 +269,7 @@ class WorldOf(Protocol):
     """What the agent asks of its process collector to place a batch's records in their launches."""
 
     outputs: dict[str, str]
+    file_engine: dict[str, str]
 
     def world_of(self, pid: int) -> str | None: ...
 
@@ -277,6 +280,7 @@ class OneWorld:
     def __init__(self, world: str) -> None:
         self.world = world
         self.outputs: dict[str, str] = {}
+        self.file_engine: dict[str, str] = {}
 
     def world_of(self, pid: int) -> str | None:
         return self.world
@@ -307,7 +311,16 @@ def by_world(
     if worlds is None:
         return [Part(None, processes, events, metrics)]
     of_proc = [worlds.world_of(p.pid) for p in processes]
-    of_event = [_event_world(worlds, e) for e in events]
+    # a --log file no process claims goes to the one launch of the engine its lines name (a vLLM log beside
+    # a torch job is the vLLM's, never the job's)
+    engines: dict[str, set[str]] = {}
+    for p, w in zip(processes, of_proc, strict=True):
+        if w is not None:
+            engines.setdefault(p.engine, set()).add(w)
+    for e in events:
+        if e.source and e.source.startswith("log:") and (named := engine_of(e.kind, e.fields)):
+            worlds.file_engine[e.source[4:]] = named
+    of_event = [_event_world(worlds, e, engines) for e in events]
     placed = {w for w in (*of_proc, *of_event) if w is not None}
     if len(placed) <= 1:  # one launch (or none): the batch as it was, in its order
         return [Part(next(iter(placed), None), processes, events, metrics)]
@@ -319,9 +332,13 @@ def by_world(
     return list(parts.values())
 
 
-def _event_world(worlds: WorldOf, e: wire.Event) -> str | None:
+def _event_world(worlds: WorldOf, e: wire.Event, engines: dict[str, set[str]]) -> str | None:
     if e.source and e.source.startswith("log:"):
-        return worlds.outputs.get(e.source[4:])
+        path = e.source[4:]
+        if path in worlds.outputs:
+            return worlds.outputs[path]
+        of_engine = engines.get(worlds.file_engine.get(path, ""), set())
+        return next(iter(of_engine)) if len(of_engine) == 1 else None
     pid = e.fields.get("pid")
     if isinstance(pid, int) and e.kind in (wire.EventKind.STACKS, wire.EventKind.DRAFT_PREFLIGHT):
         return worlds.world_of(pid)
