@@ -63,6 +63,14 @@ def _wait_status(base: str, launch_id: int, status: str, timeout_s: float) -> No
     raise SystemExit(f"launch {launch_id} never became {status}")
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def _shoot(base: str, shots: list[tuple[str, str]], out: Path) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -122,11 +130,7 @@ def replicas(args: argparse.Namespace) -> int:
         _shoot(base, shots, args.out)
     finally:
         for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+            _stop(p)
     return 0
 
 
@@ -169,11 +173,7 @@ def main() -> int:
             time.sleep(10)
             _shoot(base, [("overview-abort", "/"), ("launch-abort", f"/launches/{launch_id}")], args.out)
     finally:
-        demo.send_signal(signal.SIGTERM)
-        try:
-            demo.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            demo.kill()
+        _stop(demo)
     return 0
 
 
