@@ -22,6 +22,7 @@ from app.detect.findings import (
     evidence,
 )
 from app.rankstate import Fleet, LaunchState, mark_stalled, note_gone
+from app.rankstate.model import unmark_stalled
 from app.rankstate.unnamed import stand_ins
 
 __all__ = [
@@ -227,6 +228,7 @@ class Detector:
             ):
                 summary = gone or (moved.sentence() if moved else None) or _resolved_summary(t)
                 decisions.append(Decision("resolve", key, now, t.finding, summary=summary))
+                self._unmark(fleet, t.finding, now)
                 del self.tracked[key]
         return decisions
 
@@ -284,6 +286,18 @@ class Detector:
         return moved
 
     @staticmethod
+    def _unmark(fleet: Fleet, f: Finding, now: float) -> None:
+        """A stall that resolved leaves no rank shown stalled: the overview says serving again at once, not
+        at the rank's next line (an idle server may print none for minutes)."""
+        st = fleet.launches.get(f.launch or "")
+        if st is None:
+            return
+        for r in st.ranks.values():
+            if r.phase == "stalled":
+                unmark_stalled(r, now)
+                st.dirty.add(r.label)
+
+    @staticmethod
     def _mark(fleet: Fleet, f: Finding, now: float) -> None:
         st = fleet.launches.get(f.launch or "")
         if st is None:
@@ -300,13 +314,21 @@ def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
     return endings.ended_summary(fleet.launches.get(t.finding.launch or ""), t.kind, t.culprit)
 
 
+PROC_GRACE_S = 5.0
+
+
 def _launch_ended(fleet: Fleet, t: _Tracked) -> str | None:
     """A launch with no live rank and no live engine process is over: what was open about how it ran (a draft
     rejected, acceptance drifting, a rank behind) ends with it, saying so. Its crash stays for the user to see."""
     if t.kind in HANG_KINDS or t.kind in ("rank_crashed", "agent_silent", "gpu_xid") or not t.finding.launch:
         return None
     st = fleet.launches.get(t.finding.launch)
-    if st is None or not st.ranks or endings.live_labels(st) or any(e.live for e in st.procs.values()):
+    if st is None or not st.ranks or endings.live_labels(st):
+        return None
+    # an engine process still reported after its last rank went (an API server outliving its workers) keeps it
+    # running; one the agent never saw exit because the agent stopped with the engine does not
+    last = max((r.exited_at or r.phase_since) for r in st.ranks.values())
+    if any(e.live and e.seen_at > last + PROC_GRACE_S for e in st.procs.values()):
         return None
     words = (t.kind or t.finding.kind).replace("_", " ")
     return f"The launch ended with this still open ({words} until its last report)."

@@ -344,6 +344,13 @@ def exit_unknown(r: RankState) -> bool:
     return r.phase == "exited" and r.exited_at is not None and r.exit_code is None
 
 
+def unmark_stalled(r: RankState, ts: float) -> None:
+    """The detector's stall on this rank is over (it resolved): back to the phase it stalled in."""
+    if r.phase == "stalled" and r.stalled_from:
+        set_phase(r, r.stalled_from, ts)
+        r.stalled_from = None
+
+
 def _remember(lst: list[Any], item: Any, limit: int) -> None:
     lst.append(item)
     if len(lst) > limit:

@@ -221,12 +221,25 @@ def test_a_stopped_enginecore_is_a_stall_within_15s_while_health_is_green_and_re
     for t in flights:
         t.join(timeout=300)
     assert len(done) == 2, "both requests finished once EngineCore ran again"
-    closed = wait_for(
-        "the stall resolved by the tokens flowing again",
-        lambda: site.incident("ngram", "stalled_serving", status="resolved"),
-        timeout=60,
-    )
+    traffic = threading.Event()
+
+    def keep_serving() -> None:  # the server's users go on sending requests
+        while not traffic.is_set():
+            engine.complete(48)
+
+    feeder = threading.Thread(target=keep_serving, daemon=True)
+    feeder.start()
+    try:
+        closed = wait_for(
+            "the stall resolved by the tokens flowing again",
+            lambda: site.incident("ngram", "stalled_serving", status="resolved"),
+            timeout=60,
+        )
+    finally:
+        traffic.set()
+        feeder.join(timeout=120)
     report("SIGCONT -> stalled_serving resolved", time.time() - resumed_at)
+    print(f"[vllm-engine] resolved: {closed['summary']}")
     assert closed["culprit"] == "TP0"
     wait_for(
         "the launch serving again",
