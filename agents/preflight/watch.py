@@ -105,7 +105,7 @@ class DraftPreflight:
         spec = scan_launch(cmdline)
         if spec is None or (checked_path(spec) is None and launch_family(spec) not in NO_CHECKPOINT):
             return spec
-        self._pending.append(self._pool.submit(self._check, spec))
+        self._pending.append(self._pool.submit(self._check, spec, pid))
         return spec
 
     def observe_config_line(self, fields: Mapping[str, Any]) -> SpecConfig | None:
@@ -119,7 +119,7 @@ class DraftPreflight:
         self._pending.append(self._pool.submit(self._check, spec))
         return spec
 
-    def _check(self, spec: SpecConfig) -> wire.Event | None:
+    def _check(self, spec: SpecConfig, pid: int | None = None) -> wire.Event | None:
         from agents.preflight import preflight_event
 
         path = checked_path(spec)
@@ -142,7 +142,10 @@ class DraftPreflight:
             len(findings),
             time.perf_counter() - started,
         )
-        return preflight_event(label, findings, self._clock())
+        event = preflight_event(label, findings, self._clock())
+        if pid is not None:
+            event.fields["pid"] = pid  # whose launch the check belongs to
+        return event
 
     def drain(self) -> list[wire.Event]:
         """Events of the checks that finished since the last call (never blocks)."""

@@ -23,6 +23,7 @@ from app.detect.findings import (
 )
 from app.rankstate import Fleet, LaunchState, mark_stalled, note_gone
 from app.rankstate.model import unmark_stalled
+from app.rankstate.unnamed import stand_ins
 
 __all__ = [
     "HANG_KINDS",
@@ -54,9 +55,15 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
         crash = _crash(st, now)
         if crash is not None:
             out.append(crash)
-        # a crash explains why its peers stopped: one incident, not two. A stopped process explains a stall
+        # a crash explains why its peers stopped: one incident, not two. A stopped process explains a stall.
+        # Silence is judged up to what its hosts have reported, not the wall clock: a server late storing or
+        # reading its ingest (or a tick that came late) has not yet seen the lines written meanwhile, which
+        # is its lag, not a stall
+        known = known_until(fleet, st, now)
         hang = (
-            None if crash else processes.stopped_finding(st, now, cfg) or hangs.stall(st, now, cfg, host_down)
+            None
+            if crash
+            else processes.stopped_finding(st, now, cfg) or hangs.stall(st, known, cfg, host_down)
         )
         hang = engine_reports.confirm(st, hang, now) if not crash else None
         if (left := endings.gone_while_peers_wait(st, hang)) is not None:
@@ -76,6 +83,14 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
     out += faults.xids(fleet, now, cfg)
     out += faults.agents_silent(fleet, now, cfg)
     return out
+
+
+def known_until(fleet: Fleet, st: LaunchState, now: float) -> float:
+    """The time up to which the launch's data is all at hand: the earliest report among its ranks' hosts."""
+    hosts = {r.host for r in st.ranks.values()} or {r.host for r in stand_ins(st)}
+    reports = [h.reported_until for name in hosts if (h := fleet.hosts.get(name)) is not None]
+    known = [t for t in reports if t is not None]
+    return min(now, min(known)) if known and len(known) == len(reports) else now
 
 
 def _crash(st: LaunchState, now: float) -> Finding | None:

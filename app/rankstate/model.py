@@ -167,6 +167,9 @@ class HostState:
     procs_listed_at: float | None = None
     # latest NVML/process sample: the agent's own clock, against which estimated log times are checked
     sample_ts: float | None = None
+    # the time its agent has reported up to (its newest stored batch): what is known of its ranks ends there.
+    # None where every record is at hand at once (replay, eval)
+    reported_until: float | None = None
 
 
 @dataclass(slots=True)
@@ -313,6 +316,10 @@ class Fleet:
 def set_phase(r: RankState, phase: str, ts: float) -> None:
     if r.phase == phase:
         return
+    if r.phases:
+        # a rank's time never runs backwards: a line stamped before the band it ends (an undated line given
+        # the read time, another process's clock) starts the next band where this one began, not before it
+        ts = max(ts, r.phases[-1].started_at)
     if r.phases and r.phases[-1].ended_at is None:
         r.phases[-1].ended_at = ts
     r.phases.append(PhaseSpan(phase, ts))
