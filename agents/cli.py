@@ -147,11 +147,17 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         if "procs" in simulated:
             from agents.collectors.procs import SimProcesses
 
-            src.processes = SimProcesses(cluster, sim_host)
+            src.processes = SimProcesses(cluster, sim_host, args.sim_seed)
         else:
+            from agents.collectors.ownership import Ownership, Selector, SelectorError
             from agents.collectors.procs import PsutilProcesses
 
-            src.processes = PsutilProcesses(args.proc_root)
+            try:
+                selectors = [Selector.parse(spec) for spec in args.select or []]
+            except SelectorError as exc:
+                raise ConfigError(str(exc)) from exc
+            owner = Ownership.default(selectors)
+            src.processes = PsutilProcesses(args.proc_root, ownership=owner, host=host)
     if "metrics" in sources:
         if "metrics" in simulated:
             src.metrics = EngineMetrics(sim_fetcher(cluster, sim_host), f"simulated ({sim_host})")
@@ -332,6 +338,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--proc-root", default="/proc", help="procfs mount to read (e.g. the host's /proc in a container)"
+    )
+    p.add_argument(
+        "--select",
+        action="append",
+        metavar="KIND:VALUE",
+        help="watch only the engines this names (repeatable): pid:N, unit:NAME.service, cgroup:TEXT, "
+        "container:ID, cmd:REGEX, env:KEY=VALUE; default: every engine as root, your own otherwise "
+        "(docs/agent.md)",
     )
     p.add_argument("--ras", default="127.0.0.1:28028", help="NCCL RAS address to probe, or 'off'")
     p.add_argument("--duration", type=float, help="stop after this many seconds, then send what is spooled")

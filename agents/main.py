@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from agents import __version__, wire
 from agents.collectors.engine_metrics import EngineMetrics
 from agents.collectors.nvml import GpuBackend, pid_gpu_map
+from agents.collectors.ownership import by_world
 from agents.collectors.procs import ProcessBackend
 from agents.collectors.stacks import SimStackDumper, StackDumper
 from agents.recording import Recorder
@@ -154,9 +155,12 @@ class Agent:
             log.info("log offsets resumed from spooled batch seq=%d (newer than the tailer's state)", seq)
 
     def _on_ack(self, ack: dict[str, Any]) -> None:
-        pids = ack.get("stack_requests") or []
+        pids = [p for p in ack.get("stack_requests") or [] if isinstance(p, int)]
+        owns = getattr(self.src.processes, "owns", None)
+        if owns is not None:  # py-spy only for a process this agent watches, whatever the server asks
+            pids = [p for p in pids if owns(p)]
         if pids and self.src.stacks is not None:
-            self.src.stacks.request([int(p) for p in pids if isinstance(p, int)])
+            self.src.stacks.request(pids)
 
     # -- the loop -------------------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
@@ -242,7 +246,13 @@ class Agent:
             self._metrics += ms
             c.metrics += len(ms)
         if src.logs is not None:
-            self._events += self._guard("log tail", src.logs.poll) or []
+            lines = self._guard("log tail", src.logs.poll) or []
+            self._events += lines
+            if src.preflight is not None:
+                # an engine whose command line the agent never saw still names its draft in its config line
+                for ev in lines:
+                    if ev.kind == wire.EventKind.ENGINE_CONFIG:
+                        self._guard("draft preflight", src.preflight.observe_config_line, ev.fields)
         for extra in src.extra:
             self._events += self._guard(extra.describe(), extra.collect, now) or []
         if src.stacks is not None:
@@ -334,26 +344,36 @@ class Agent:
             )
         events, self._events = self._events, []
         self.answers_waiting = False
-        chunks = split(events)
+        # one batch (or more, for size) per launch: the server files each under the engine world it names
+        worlds = getattr(self.src.processes, "worlds", None)
+        # (part, events, the part's first chunk: it carries the samples)
+        cuts = [
+            (part, chunk, i == 0)
+            for part in by_world(worlds, self._procs, events, self._metrics)
+            for i, chunk in enumerate(split(part.events))
+        ]
         offsets = self._guard("log offsets", self.src.logs.pending_offsets) if self.src.logs else None
         seq, durable = -1, True
-        for i, chunk in enumerate(chunks):
+        for n, (part, chunk, head) in enumerate(cuts):
             seq = self.spool.reserve()
+            agent = {
+                **self._agent,
+                "spool_dropped_batches": self.spool.dropped_batches_ever,
+                "spool_dropped_samples": self.spool.dropped_samples_ever,
+            }
+            if part.world is not None:
+                agent["launch"] = part.world
             batch = {
-                "agent": {
-                    **self._agent,
-                    "spool_dropped_batches": self.spool.dropped_batches_ever,
-                    "spool_dropped_samples": self.spool.dropped_samples_ever,
-                },
+                "agent": agent,
                 "seq": seq,
                 "sent_at": now,
-                "gpus": self._gpus if i == 0 else [],
-                "processes": self._procs if i == 0 else [],
+                "gpus": self._gpus if n == 0 else [],
+                "processes": part.processes if head else [],
                 "events": chunk,
-                "metrics": self._metrics if i == 0 else [],
+                "metrics": part.metrics if head else [],
             }
             # the offsets go with the last chunk: they hold only once every chunk of this cut is spooled
-            last = i == len(chunks) - 1
+            last = n == len(cuts) - 1
             item = self.spool.append(
                 batch, {"log_offsets": offsets} if last and offsets is not None else None
             )

@@ -3,8 +3,9 @@
 Runs in its own thread so that a slow or absent server never delays sampling. Transient failures (connection
 errors, timeouts, 408, 429, 5xx) back off exponentially with jitter up to ``max_backoff_s`` and retry the same
 batch; a batch the server refuses for good (any other 4xx) is quarantined so it cannot block the queue. 401/403
-are not the batch's fault (a token was revoked or belongs to another host): the agent keeps the data, says so
-loudly and keeps retrying, so fixing the token loses nothing.
+are not the batch's fault (a token was revoked or belongs to another host), nor are 404/405 (no ingest endpoint
+at that URL: a path in ``--server``, a proxy routing elsewhere): the agent keeps the data, says so in one
+sentence every 30 s and keeps retrying, so fixing the token or the URL loses nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ log = logging.getLogger("specwatch.agent.shipper")
 
 _GROUPS = ("gpus", "processes", "events", "metrics")
 AUTH = frozenset({401, 403})
+# no ingest endpoint at that URL (a path in --server, a proxy routing elsewhere): the configuration, not the batch
+WRONG_URL = frozenset({404, 405})
 MAX_SALVAGE_ROUNDS = 50
 
 
@@ -175,6 +178,13 @@ class Shipper:
             return self._failed(f"{reason} — data is kept")
         if resp.status_code in AUTH:
             return self._failed(f"{reason} — check --token / SPECWATCH_TOKEN and --host; data is kept")
+        if resp.status_code in WRONG_URL:
+            return self._failed(
+                f"{resp.request.url} answered HTTP {resp.status_code}: no specwatch ingest there — pass the "
+                "server's base URL as --server (e.g. http://specwatch:8000, no path); data is kept and sent "
+                "once it is right",
+                alone=True,
+            )
         # Anything else is about this batch: retrying cannot help, and it must not block the ones behind it.
         if resp.status_code == 422 and self._salvage(item.seq, body, resp):
             return 0.0
@@ -259,7 +269,8 @@ class Shipper:
         self._down_since = None
         self._failures = 0
 
-    def _failed(self, reason: str) -> float:
+    def _failed(self, reason: str, alone: bool = False) -> float:
+        """Back off; say why on the first failure and every 30 s after (``alone``: the reason is the sentence)."""
         self.stats.failures += 1
         self._failures += 1
         now = time.monotonic()
@@ -267,11 +278,12 @@ class Shipper:
             self._down_since = now
         if self._failures == 1 or now - self._last_complaint >= 30:
             self._last_complaint = now
-            log.warning(
-                "cannot deliver to the server (%s): %d batch(es), %.1f MB kept in the spool; retrying",
-                reason,
-                self.spool.pending(),
-                self.spool.pending_bytes() / 1e6,
+            pending = (
+                f"{self.spool.pending()} batch(es), {self.spool.pending_bytes() / 1e6:.1f} MB in the spool"
             )
+            if alone:
+                log.error("%s (%s)", reason, pending)
+            else:
+                log.warning("cannot deliver to the server (%s): %s kept; retrying", reason, pending)
         ceiling = min(self.max_backoff_s, 0.5 * 2 ** min(self._failures - 1, 16))
         return self._rng.uniform(ceiling / 2, ceiling)

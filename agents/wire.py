@@ -275,6 +275,9 @@ class AgentInfo:
     agent_id: AgentId
     deployment: DeploymentName
     version: Label = "unknown"
+    # the engine world (launch) this batch's engine data belongs to: its rendezvous, torchelastic run or
+    # process tree (agents/collectors/ownership.py); None when the agent cannot tell (a log with no process)
+    launch: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
     # lifetime totals of what the agent's spool bound dropped unsent (kept outside the droppable batches)
     spool_dropped_batches: NonNeg = 0

@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 import psutil
 
 from agents import ranklabel, wire
+from agents.collectors.ownership import OneWorld, Ownership, Worlds, candidate, environ
 
 log = logging.getLogger("specwatch.agent.procs")
 
@@ -128,12 +129,13 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
 
 
 def _vllm_rank(role: Role, tags: str | None) -> str | None:
-    """A vLLM worker is a rank: ``VLLM::Worker_TP1`` is TP1, and an untagged ``VLLM::Worker`` (every dimension
-    of one) the engine's only rank. EngineCore (``_DP1`` at DP > 1) and the API server serve ranks without being
-    one: they are the launch's engine processes (their state and exit still count, app/rankstate)."""
+    """A vLLM worker is a rank: ``VLLM::Worker_TP1`` is TP1. An untagged ``VLLM::Worker`` is either the only
+    rank (TP=1) or a worker not yet renamed (vLLM sets the tags after its distributed init): its own log lines
+    name it, and the server ties the pid to that rank. EngineCore (``_DP1`` at DP > 1) and the API server serve
+    ranks without being one: they are the launch's engine processes (their state and exit still count)."""
     if role != "worker":
         return None
-    return ranklabel.from_tags(tags) or ranklabel.SOLE
+    return ranklabel.from_tags(tags)
 
 
 class ProcessBackend(Protocol):
@@ -163,12 +165,16 @@ class PsutilProcesses:
         clock: Any = time.monotonic,
         scope_pid: int | None = None,
         on_output: Callable[[str], None] | None = None,
+        ownership: Ownership | None = None,
+        host: str = "localhost",
     ) -> None:
         if proc_root != "/proc":
             psutil.PROCFS_PATH = proc_root
         self.proc_root = proc_root
         self._clock = clock
-        self.scope_pid = scope_pid  # only this process and its descendants (--launch)
+        # which engines are this agent's (agents/collectors/ownership.py); --launch sets scope_pid later
+        self.ownership = ownership if ownership is not None else Ownership.default(scope_pid=scope_pid)
+        self.worlds = Worlds(host)  # the launch (engine world) of each tracked process
         self.on_output = on_output  # called with the regular file an engine process writes its output to
         self._outputs: set[str] = set()
         self._tracked: dict[int, _Tracked] = {}
@@ -177,12 +183,14 @@ class PsutilProcesses:
         self._me = os.getpid()
 
     def describe(self) -> str:
+        whose = f"; watching {self.ownership.describe()}"
         if not self._tracked:
             return (
                 "engine processes: none yet (watching for sglang::* / vllm titles, torch.distributed workers)"
+                + whose
             )
         ranks = sorted(t.info.rank or t.info.role for t in self._tracked.values())
-        return f"engine processes: {len(self._tracked)} ({', '.join(ranks)})"
+        return f"engine processes: {len(self._tracked)} ({', '.join(ranks)}){whose}"
 
     def _discover(self) -> None:
         pids = set(psutil.pids())
@@ -191,7 +199,7 @@ class PsutilProcesses:
         for pid in list(self._unknown):
             if pid not in pids:
                 del self._unknown[pid]
-        for pid in pids:
+        for pid in sorted(pids):  # parents before their children (mostly): a child joins its parent's world
             if pid in self._tracked or pid == self._me:
                 continue
             try:
@@ -205,19 +213,29 @@ class PsutilProcesses:
                     if mono - checked < (0.0 if young else RECHECK_S):
                         continue
                 self._unknown[pid] = (proc, born, mono)
-                if not self._in_scope(proc):
-                    continue
                 cmd = proc.cmdline()
+                env: dict[str, str] | None = None
                 info = classify(cmd)
                 if info is None and _looks_python(cmd):
-                    info = classify_env(proc.environ(), cmd)
+                    env = proc.environ()
+                    info = classify_env(env, cmd)
                 if info is None:
                     continue
                 create = proc.create_time()
+                parents = proc.parents()
+                if env is None:
+                    env = environ(proc)
+                if not self.ownership.owns(
+                    candidate(self.ownership, self.proc_root, proc, cmd, env, parents)
+                ):
+                    continue
+                world = self.worlds.place(
+                    pid, create, info.role, cmd, env, [(q.pid, q.create_time()) for q in parents]
+                )
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
             del self._unknown[pid]
-            self._follow_output(pid)
+            self._follow_output(pid, world)
             self._tracked[pid] = _Tracked(proc, info, create, " ".join(cmd)[:8192])
             log.info(
                 "found %s %s process pid=%d%s",
@@ -227,12 +245,19 @@ class PsutilProcesses:
                 f" rank {info.rank}" if info.rank else "",
             )
 
-    def _in_scope(self, proc: psutil.Process) -> bool:
-        if self.scope_pid is None or proc.pid == self.scope_pid:
-            return True
-        return any(p.pid == self.scope_pid for p in proc.parents())
+    @property
+    def scope_pid(self) -> int | None:
+        return self.ownership.scope_pid
 
-    def _follow_output(self, pid: int) -> None:
+    @scope_pid.setter
+    def scope_pid(self, pid: int | None) -> None:  # --launch: only the launched command's descendants
+        self.ownership = Ownership(self.ownership.selectors, pid, self.ownership.uid)
+
+    def owns(self, pid: int) -> bool:
+        """A process this agent tracks: py-spy and the draft preflight are for these only."""
+        return pid in self._tracked
+
+    def _follow_output(self, pid: int, world: str) -> None:
         """Hand the file behind the process's stdout/stderr to the log tailer, when it is a regular file."""
         if self.on_output is None:
             return
@@ -249,6 +274,7 @@ class PsutilProcesses:
             except OSError:
                 continue
             self._outputs.add(target)
+            self.worlds.outputs[target] = world
             log.info("following the output of pid %d: %s", pid, target)
             self.on_output(target)
 
@@ -340,10 +366,12 @@ class PsutilProcesses:
 class SimProcesses:
     """The simulated backend: engine processes of one SimCluster host."""
 
-    def __init__(self, cluster: Any, host: str) -> None:
+    def __init__(self, cluster: Any, host: str, seed: int = 0) -> None:
         self.cluster = cluster
         self.host = host
         self._seen = 0
+        # every host of one simulated run is one engine world; another seed is another replica
+        self.worlds = OneWorld(f"sim:{cluster.sc.name}:{seed}")
 
     def sample(self, now: float, gpu_pids: dict[int, list[str]]) -> list[wire.ProcessSample]:
         # psutil cannot show a process before it starts: keep the simulation to what a real host would show

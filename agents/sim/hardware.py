@@ -42,6 +42,7 @@ GPU_SIG: dict[str, GpuSig] = {
     "spin": GpuSig((100, 100), (61, 69), 1980, 36),
     "lost": HELD,
     "driver_wait": HELD,
+    "fs_read": HELD,
 }
 
 
@@ -69,6 +70,7 @@ PROC_SIG: dict[str, ProcSig] = {
     "spin": ProcSig("S", 1.2, 205),
     "lost": ProcSig("R", 100.0, 205),  # stuck inside a CUDA call that will never return
     "driver_wait": ProcSig("D", 0.1, 205),  # uninterruptible sleep inside the NVIDIA driver (an ioctl)
+    "fs_read": ProcSig("D", 0.0, 205),  # a weight read from a network filesystem that never returns
     "main": ProcSig("S", 4.0, 63),
     "main_serving": ProcSig("SR", 28.0, 67),
     "detok": ProcSig("S", 1.5, 9),

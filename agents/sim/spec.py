@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agents.wire import DeploymentName, IncidentKind
 
 # What a stuck rank looks like from outside: see agents/sim/hardware.py for the numbers behind each.
-Signature = Literal["cpu_busy", "blocked", "spin", "idle", "driver_wait"]
+Signature = Literal["cpu_busy", "blocked", "spin", "idle", "driver_wait", "fs_read"]
 StepName = Literal[
     "dist_init",
     "load_target",

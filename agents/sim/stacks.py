@@ -78,6 +78,13 @@ _WHERE: dict[str, list[tuple[str, str, int]]] = {
         ("profile_max_num_token", "sglang/srt/model_executor/model_runner.py", 1021),
         ("init_memory_pool", "sglang/srt/model_executor/model_runner.py", 1102),
     ],
+    # a shard read stuck in the kernel (D state): mid-load, inside the safetensors iterator
+    "fs_read": [
+        ("safetensors_weights_iterator", "sglang/srt/model_loader/weight_utils.py", 476),
+        ("load_weights", "sglang/srt/models/deepseek_v2.py", 2513),
+        ("load_model", "sglang/srt/model_loader/loader.py", 431),
+        ("load_model", "sglang/srt/model_executor/model_runner.py", 760),
+    ],
     "cpu_busy": [
         ("_process_weights", "sglang/srt/layers/moe/fused_moe_triton/layer.py", 688),
         ("load_model", "sglang/srt/model_executor/model_runner.py", 760),
@@ -101,6 +108,7 @@ _STARTUP = {
     "barrier",
     "blocked",
     "driver_wait",
+    "fs_read",
     "cpu_busy",
 }
 

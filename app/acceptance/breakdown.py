@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.acceptance.diagnosis import AcceptPoint
+from app.acceptance.diagnosis import AcceptPoint, spec_off_by_design
 from app.rankstate.accept_history import SPEC_OFF_LEN, batch_bucket, bucket_label
 
 POSITION_SLICES = 12  # time slices of the per-position view
+OFF_ROW = 0.9  # a batch-size row this much at 1.00 is named (speculation off, or nothing accepted)
 
 
 @dataclass(slots=True)
@@ -23,6 +24,9 @@ class BatchRow:
     reports: int = 0
     mean_len: float | None = None
     off_share: float = 0.0  # share of reports at accept length <= 1.05 (speculation off, or nothing accepted)
+    # what a row of (nearly) all 1.00 means, by the verdict's own rule (diagnosis.spec_off_by_design): the
+    # engine switching speculation off there, or a draft whose tokens are all rejected; "" otherwise
+    note: str = ""
 
 
 @dataclass(slots=True)
@@ -51,10 +55,14 @@ def by_batch(points: list[AcceptPoint]) -> list[BatchRow]:
         b = batch_bucket(p.batch)
         n, s, k, off = rows.get(b, (0, 0.0, 0, 0))
         rows[b] = (n + 1, s + p.accept_len, k + 1, off + (p.accept_len <= SPEC_OFF_LEN))
+    by_design = spec_off_by_design(points)
     out = []
     for b in sorted(rows, key=lambda b: (b == 0, b)):
         n, s, k, off = rows[b]
-        out.append(BatchRow(b, bucket_label(b), n, round(s / k, 3) if k else None, round(off / n, 3)))
+        row = BatchRow(b, bucket_label(b), n, round(s / k, 3) if k else None, round(off / n, 3))
+        if row.off_share >= OFF_ROW:
+            row.note = "speculation off" if by_design else "nothing accepted"
+        out.append(row)
     return out
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from app.cli.checks import check_port, check_sqlite_path
 from app.cli.main import CommandError
 
 
@@ -46,6 +47,7 @@ def _migrated(settings: Any) -> str:
     from app.store.db import upgrade
 
     url: str = settings.resolved_database_url()
+    check_sqlite_path(url, given=bool(settings.database_url))
     with database_errors(url):
         upgrade(url)
     return url
@@ -56,13 +58,18 @@ def database_errors(url: str) -> Iterator[None]:
     """Turn the database failures a user meets into one sentence and exit code 2 (no traceback)."""
     from alembic.util import CommandError as AlembicError
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+    from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 
     where = make_url(url).render_as_string(hide_password=True) if "://" in url else url
     try:
         yield
     except OperationalError as exc:
         raise CommandError(f"cannot reach the database {where}: {_first_line(exc.orig or exc)}") from exc
+    except DatabaseError as exc:  # SQLite's "file is not a database": some other file at that path
+        raise CommandError(
+            f"{where} is not a database specwatch can open ({_first_line(exc.orig or exc)}): point "
+            "--database-url at specwatch's own file, or move that file away"
+        ) from exc
     except (ArgumentError, NoSuchModuleError) as exc:
         raise CommandError(
             f"{url!r} is not a database URL specwatch understands "
@@ -103,6 +110,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args, host=args.host, port=args.port, workers=args.workers)
     refuse_open_network(settings)
+    check_port(settings.host, settings.port)
     url = _migrated(settings)
     # a stderr nobody reads must not stop the server (app/kit/logsink.py); uvicorn's own records go the same
     # way (log_config=None: its loggers propagate to the root logger instead of writing to stderr directly)

@@ -5,8 +5,8 @@ Three acts, each a launch on its own pair of simulated hosts (2 x 8 H200s), star
 running so the overview ends up showing all three side by side:
 
 1. a healthy TP16 EAGLE-3 launch that loads, captures its CUDA graphs and serves with accept length ~3;
-2. a launch that deadlocks after weight loading: one rank never joins the next collective, its peers spin,
-   and the detector names it;
+2. a launch that deadlocks after weight loading: one rank never reaches the next collective (state D in the
+   driver) while its peers sleep in it, the detector names it, and the engine's watchdog later aborts it;
 3. a launch whose draft weights were silently dropped: it serves, but accept length sits at 1.00.
 
 Each act is a scenario file of the simulator (``agents/sim/scenarios/demo-*.toml``: a small overlay on a base
@@ -60,8 +60,9 @@ ACTS = (
         40,
         0.12,
         ("gpu-node-03", "gpu-node-04"),
-        "deepseek-v3-eagle3 on gpu-node-03/04 loads its weights, then hangs: TP3 never joins the next "
-        "collective, the logs go silent with 76 GB held at 0% utilisation, and the detector names TP3",
+        "deepseek-v3-eagle3 on gpu-node-03/04 loads its weights, then hangs: TP3 never reaches the next "
+        "collective (state D in the driver, its stack in empty_cache) while its 15 peers sleep in it, 76 GB held "
+        "at 0% utilisation; the detector names TP3, and a minute later the NCCL watchdog aborts the launch",
     ),
     Act(
         "demo-zero-acceptance",
@@ -154,9 +155,11 @@ specwatch demo — open {base}/
           filling in (dist init, loading weights with shards n/64, CUDA-graph capture), then serving;
           acceptance length ~3 in the chart below the rows.
     0:40  deepseek-v3-eagle3 starts on gpu-node-03/04 and hangs right after weight loading: every GPU
-          holds 76 GB at 0% utilisation and the logs stop. TP3 never joined the next collective (it is
-          busy on the CPU while its 15 peers wait): an incident opens on top of the overview naming
-          TP3, with the evidence; its row is outlined in red. Later PyTorch's NCCL watchdog confirms it.
+          holds 76 GB at 0% utilisation and the logs stop. TP3 never reaches the next collective (state
+          D in the driver, its stack in empty_cache, while its 15 peers sleep in all_reduce): an incident
+          opens on top of the overview naming TP3, with the evidence; its row is outlined in red. About a
+          minute later PyTorch's NCCL watchdog aborts the launch: the overview shows it "crashed after a
+          deadlock, suspect TP3" until acknowledged.
     1:20  llama-405b-eagle3 on gpu-node-05/06 serves, but accept length is 1.00: the draft's weights
           were dropped at load, and a low_acceptance incident says so.
   Click any point on a rank's row to read that rank's log at that moment.

@@ -23,6 +23,7 @@ from app.detect.findings import (
 )
 from app.rankstate import Fleet, LaunchState, mark_stalled, note_gone
 from app.rankstate.model import unmark_stalled
+from app.rankstate.unnamed import stand_ins
 
 __all__ = [
     "HANG_KINDS",
@@ -54,9 +55,15 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
         crash = _crash(st, now)
         if crash is not None:
             out.append(crash)
-        # a crash explains why its peers stopped: one incident, not two. A stopped process explains a stall
+        # a crash explains why its peers stopped: one incident, not two. A stopped process explains a stall.
+        # Silence is judged up to what its hosts have reported, not the wall clock: a server late storing or
+        # reading its ingest (or a tick that came late) has not yet seen the lines written meanwhile, which
+        # is its lag, not a stall
+        known = known_until(fleet, st, now)
         hang = (
-            None if crash else processes.stopped_finding(st, now, cfg) or hangs.stall(st, now, cfg, host_down)
+            None
+            if crash
+            else processes.stopped_finding(st, now, cfg) or hangs.stall(st, known, cfg, host_down)
         )
         hang = engine_reports.confirm(st, hang, now) if not crash else None
         if (left := endings.gone_while_peers_wait(st, hang)) is not None:
@@ -66,6 +73,8 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
             out.append(hang)
         elif not crash and (div := hangs.divergence(st, now, cfg)) is not None:
             out.append(div)
+        if _over(st):
+            continue  # how an ended launch served is history: its open acceptance incidents end with it
         if (acc := drafts.low_acceptance(st, now, cfg)) is not None:
             out.append(acc)
         # a collapse is low_acceptance's: a drift is reported only while acceptance has not collapsed
@@ -74,6 +83,14 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
     out += faults.xids(fleet, now, cfg)
     out += faults.agents_silent(fleet, now, cfg)
     return out
+
+
+def known_until(fleet: Fleet, st: LaunchState, now: float) -> float:
+    """The time up to which the launch's data is all at hand: the earliest report among its ranks' hosts."""
+    hosts = {r.host for r in st.ranks.values()} or {r.host for r in stand_ins(st)}
+    reports = [h.reported_until for name in hosts if (h := fleet.hosts.get(name)) is not None]
+    known = [t for t in reports if t is not None]
+    return min(now, min(known)) if known and len(known) == len(reports) else now
 
 
 def _crash(st: LaunchState, now: float) -> Finding | None:
@@ -302,18 +319,22 @@ def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
 PROC_GRACE_S = 5.0
 
 
+def _over(st: LaunchState) -> bool:
+    """No live rank and no engine process reported after the last rank went: the launch is over. (An engine
+    process the agent never saw exit, because the agent stopped with the engine, does not keep it running.)"""
+    if not st.ranks or endings.live_labels(st):
+        return False
+    last = max((r.exited_at or r.phase_since) for r in st.ranks.values())
+    return not any(e.live and e.seen_at > last + PROC_GRACE_S for e in st.procs.values())
+
+
 def _launch_ended(fleet: Fleet, t: _Tracked) -> str | None:
-    """A launch with no live rank and no live engine process is over: what was open about how it ran (a draft
-    rejected, acceptance drifting, a rank behind) ends with it, saying so. Its crash stays for the user to see."""
+    """What was open about how an ended launch ran (a draft rejected, acceptance drifting, a rank behind) ends
+    with it, saying so. Its crash stays for the user to see."""
     if t.kind in HANG_KINDS or t.kind in ("rank_crashed", "agent_silent", "gpu_xid") or not t.finding.launch:
         return None
     st = fleet.launches.get(t.finding.launch)
-    if st is None or not st.ranks or endings.live_labels(st):
-        return None
-    # an engine process still reported after its last rank went (an API server outliving its workers) keeps it
-    # running; one the agent never saw exit because the agent stopped with the engine does not
-    last = max((r.exited_at or r.phase_since) for r in st.ranks.values())
-    if any(e.live and e.seen_at > last + PROC_GRACE_S for e in st.procs.values()):
+    if st is None or not _over(st):
         return None
     words = (t.kind or t.finding.kind).replace("_", " ")
     return f"The launch ended with this still open ({words} until its last report)."

@@ -106,10 +106,11 @@ class Feed:
         """New rows of every table since the last call, as wire records in time order."""
         wall = time.monotonic() if wall is None else wall
         H = models.Host
-        known = session.execute(select(H.id, H.name, H.last_seen, H.interval_s)).all()
-        self.hosts = {hid: name for hid, name, _, _ in known}
-        self.host_ids = {name: hid for hid, name, _, _ in known}
-        self.heartbeats = [(name, last_seen, interval_s) for _, name, last_seen, interval_s in known]
+        # read before the records: everything a host reported up to ``reported_until`` is in what follows
+        known = session.execute(select(H.id, H.name, H.last_seen, H.interval_s, H.reported_until)).all()
+        self.hosts = {hid: name for hid, name, *_ in known}
+        self.host_ids = {name: hid for hid, name, *_ in known}
+        self.heartbeats = [(name, seen, interval_s, until) for _, name, seen, interval_s, until in known]
         out: list[Record] = []
         self.caught_up = True
         for name, reader in (

@@ -118,9 +118,10 @@ class DetectorService:
     def _hosts(self) -> None:
         """Agent heartbeats by the server's clock (when batches arrived), not the agents' own timestamps; the
         feed read them with the hosts' names."""
-        for name, last_seen, interval_s in self.feed.heartbeats:
+        for name, last_seen, interval_s, until in self.feed.heartbeats:
             h = self.fleet.host(name, last_seen, interval_s)
             h.last_seen = last_seen
+            h.reported_until = until
 
     # --- rebuild -----------------------------------------------------------------------------------------
     def _load(self, s: Session, now: float) -> None:

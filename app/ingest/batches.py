@@ -103,7 +103,7 @@ def store_batches(
 
     ``cache`` should be an ``IngestCache.overlay()`` that the caller absorbs after the transaction commits."""
     cache = cache if cache is not None else IngestCache().overlay()
-    host_ids = tables.hosts(session, [(b.agent, now) for b, now in items], cache)
+    host_ids = tables.hosts(session, [(b.agent, now, min(b.sent_at, now)) for b, now in items], cache)
     # The idempotency keys go in first: a concurrent copy of the same batch (another server) waits on them and
     # then finds the conflict, so exactly one copy stores its rows.
     # The key is per host (the token's host): another host's batch can never take this host's key.

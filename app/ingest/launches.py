@@ -1,9 +1,17 @@
 """Which launch a batch belongs to.
 
-A deployment has at most one open launch. A new engine process opens a new launch when every process of
-the open one has exited (a restart), when a rank reappears as a newer process (a restart whose exits the agent
-never saw), or when the open launch has been silent for ``STALE_S``.
-Only a batch bringing engine processes the store has not seen can be a restart.
+A launch is one engine instance: its ranks and their hosts, not a deployment name. The agent names the
+engine's own world in every batch (``AgentInfo.launch``: the engine's rendezvous, its torchelastic run, or its
+process tree on one host; agents/collectors/ownership.py), so two replicas of one deployment, or two engines on
+one host, are sibling launches of that deployment. Within one world a new engine process opens a new launch
+when every process of the open one has exited (a restart), when a rank reappears as a newer process (a restart
+whose exits the agent never saw), or when the open launch has been silent for ``STALE_S``. A new world on a
+host ends the launches that host opened whose processes have all exited.
+
+A batch with no world (an old agent, a log with no process behind it) goes to the newest open launch of its
+deployment on its host, else of its deployment, as before worlds; a world seen first through such a batch
+adopts the launch its log lines opened. Only a batch bringing engine processes the store has not seen can be a
+restart.
 """
 
 from __future__ import annotations
@@ -28,7 +36,6 @@ LAUNCH_SEEN_EVERY_S = 5.0
 
 
 def _deployment_id(session: Session, name: str, now: float, known: MutableMapping[str, int]) -> int:
-
     dep_id = known.get(name)
     if dep_id is None:
         insert_ignore(session, models.Deployment.__table__, [{"name": name, "created_at": now}], ["name"])
@@ -50,21 +57,62 @@ class OpenLaunch:
     id: int
     last_seen: float
     status: str
+    world: str | None = None
+    host_id: int | None = None
 
 
 _L = models.Launch.__table__.c
-# built once: every ingest transaction runs it
+_P = models.Process.__table__.c
+# built once: every ingest transaction runs it (a deployment has a handful of open launches: its replicas)
 _OPEN = (
-    select(_L.id, _L.last_seen, _L.status)
+    select(_L.id, _L.last_seen, _L.status, _L.world, _L.host_id)
     .where(_L.deployment_id == bindparam("dep"), _L.ended_at.is_(None))
     .order_by(_L.id.desc())
-    .limit(1)
+)
+_ON_HOST = (
+    select(_P.launch_id)
+    .where(_P.launch_id.in_(bindparam("ids", expanding=True)), _P.host_id == bindparam("host"))
+    .distinct()
 )
 
 
-def _open_launch(session: Session, dep_id: int) -> OpenLaunch | None:
-    row = session.connection().execute(_OPEN, {"dep": dep_id}).first()
-    return None if row is None else OpenLaunch(row.id, row.last_seen, row.status)
+def _open_launches(session: Session, dep_id: int) -> list[OpenLaunch]:
+    rows = session.connection().execute(_OPEN, {"dep": dep_id}).all()
+    return [OpenLaunch(r.id, r.last_seen, r.status, r.world, r.host_id) for r in rows]
+
+
+def _pick(session: Session, opened: list[OpenLaunch], host_id: int, world: str | None) -> OpenLaunch | None:
+    """The open launch a batch of ``world`` from ``host_id`` belongs to, newest first."""
+    if world is not None:
+        same = next((o for o in opened if o.world == world), None)
+        if same is not None:
+            return same
+        # this host's log lines arrived before the agent saw the process that writes them: the same engine
+        return next(
+            (
+                o
+                for o in opened
+                if o.world is None and o.host_id == host_id and not _has_processes(session, o.id)
+            ),
+            None,
+        )
+    mine = [o for o in opened if o.host_id == host_id]
+    if len(mine) < len(opened):
+        ids = [o.id for o in opened if o.host_id != host_id]
+        with_host = set(session.connection().execute(_ON_HOST, {"ids": ids, "host": host_id}).scalars())
+        mine += [o for o in opened if o.id in with_host]
+    mine.sort(key=lambda o: -o.id)
+    return mine[0] if mine else (opened[0] if opened else None)
+
+
+def _has_processes(session: Session, launch_id: int) -> bool:
+    return session.execute(select(_P.id).where(_P.launch_id == launch_id).limit(1)).first() is not None
+
+
+def _end(session: Session, current: OpenLaunch) -> None:
+    L = models.Launch
+    status = current.status if current.status == "crashed" else "exited"
+    session.execute(update(L).where(L.id == current.id).values(ended_at=L.last_seen, status=status))
 
 
 def assign(
@@ -74,45 +122,60 @@ def assign(
     now: float,
     deployments: MutableMapping[str, int],
     known_processes: Container[tuple[int, int, float]],
-    open_launches: dict[int, OpenLaunch | None] | None = None,
+    open_launches: dict[int, list[OpenLaunch]] | None = None,
 ) -> int | None:
     """The id of the launch this batch's engine data belongs to (opening one if needed), or None when the
     batch carries nothing of an engine (GPU samples of an idle host).
 
     ``deployments`` caches deployment ids (they never change); ``known_processes`` holds the (host, pid,
     create time) of processes already stored: a batch whose engine processes are all known cannot be a
-    restart, so the steady state costs one indexed read of the open launch instead of the restart queries.
-    ``open_launches`` memoises that read for the batches of one transaction."""
+    restart, so the steady state costs one indexed read of the open launches instead of the restart queries.
+    ``open_launches`` memoises that read, per deployment, for the batches of one transaction."""
     memo = open_launches if open_launches is not None else {}
     dep_id = _deployment_id(session, batch.agent.deployment, now, deployments)
     if dep_id not in memo:
-        memo[dep_id] = _open_launch(session, dep_id)
-    current = memo[dep_id]
+        memo[dep_id] = _open_launches(session, dep_id)
+    opened = memo[dep_id]
+    world = batch.agent.launch
+    current = _pick(session, opened, host_id, world)
     L = models.Launch
     start = _batch_start(batch)
+    fresh = [
+        p
+        for p in batch.processes
+        if p.role in ENGINE_ROLES
+        and p.state != "exited"
+        and (host_id, p.pid, p.create_time) not in known_processes
+    ]
     if current is not None and start is not None:
-        fresh = [
-            p
-            for p in batch.processes
-            if p.role in ENGINE_ROLES
-            and p.state != "exited"
-            and (host_id, p.pid, p.create_time) not in known_processes
-        ]
         stale = now - current.last_seen > STALE_S
         if stale or (fresh and _is_restart(session, current.id, host_id, fresh)):
-            status = current.status if current.status == "crashed" else "exited"
-            session.execute(update(L).where(L.id == current.id).values(ended_at=L.last_seen, status=status))
-            current = memo[dep_id] = None
+            _end(session, current)
+            opened.remove(current)
+            current = None
     if current is None:
         if start is None:
             return None
+        if world is not None and fresh:
+            _end_finished(session, opened, host_id)
         from_procs = next((p.engine for p in batch.processes if p.engine != "unknown"), None)
         engine = from_procs or _engine_from_log(batch) or "unknown"
-        launch = L(deployment_id=dep_id, started_at=start, last_seen=now, engine=engine, status="starting")
+        launch = L(
+            deployment_id=dep_id,
+            started_at=start,
+            last_seen=now,
+            engine=engine,
+            status="starting",
+            world=world,
+            host_id=host_id,
+        )
         session.add(launch)
         session.flush()
-        memo[dep_id] = OpenLaunch(launch.id, now, "starting")
+        opened.insert(0, OpenLaunch(launch.id, now, "starting", world, host_id))
         return launch.id
+    if world is not None and current.world is None:
+        session.execute(update(L).where(L.id == current.id).values(world=world))
+        current.world = world
     if now - current.last_seen >= LAUNCH_SEEN_EVERY_S:
         session.execute(update(L).where(L.id == current.id).values(last_seen=now))
         current.last_seen = now
@@ -122,6 +185,19 @@ def assign(
         session.execute(update(L).where(L.id == current.id, L.engine == "unknown").values(engine=named))
         _NAMED.add(current.id)
     return current.id
+
+
+def _end_finished(session: Session, opened: list[OpenLaunch], host_id: int) -> None:
+    """A new world starts on this host: the launches this host opened whose processes have all exited are over
+    (an engine restarted under a new process tree), the others are siblings still running."""
+    P = models.Process
+    for o in [o for o in opened if o.host_id == host_id]:
+        total, exited = session.execute(
+            select(func.count(), func.count(P.exited_at)).where(P.launch_id == o.id)
+        ).one()
+        if total and exited == total:
+            _end(session, o)
+            opened.remove(o)
 
 
 # launches this process has already tried to name from the log: one UPDATE per launch, not one per batch

@@ -53,9 +53,13 @@ _H, _G, _P = _table(models.Host), _table(models.Gpu), _table(models.Process)
 # processing its parameters cost more than the update
 _HOST_SEEN = (
     'UPDATE "hosts" SET last_seen = {p}, agent_version = {p}, agent_id = {p}, interval_s = {p}, '
-    "spool_dropped_batches = {p}, spool_dropped_samples = {p} WHERE id = {p}"
+    "spool_dropped_batches = {p}, spool_dropped_samples = {p}, "
+    "reported_until = {most}(COALESCE(reported_until, 0), {p}) WHERE id = {p}"
 )
-_HOST_SEEN_SQL = {"postgresql": _HOST_SEEN.format(p="%s"), "sqlite": _HOST_SEEN.format(p="?")}
+_HOST_SEEN_SQL = {
+    "postgresql": _HOST_SEEN.format(p="%s", most="GREATEST"),
+    "sqlite": _HOST_SEEN.format(p="?", most="MAX"),
+}
 _GPU_META = (
     update(_G)
     .where(_G.c.id == bindparam("gid"))
@@ -128,13 +132,16 @@ def _json_or_none(value: Any) -> str | None:
 
 
 def hosts(
-    session: Session, agents: Sequence[tuple[wire.AgentInfo, float]], cache: IngestCache
+    session: Session, agents: Sequence[tuple[wire.AgentInfo, float, float]], cache: IngestCache
 ) -> dict[str, int]:
-    """Ids of the group's hosts (created on first sight) and their last-seen time, agent version and cadence."""
+    """Ids of the group's hosts (created on first sight) and their last-seen time, agent version, cadence and
+    the time their agents have reported up to; ``agents`` holds (agent, received at, the batch's sent_at)."""
     latest: dict[str, tuple[wire.AgentInfo, float]] = {}
-    for agent, now in agents:
+    until: dict[str, float] = {}
+    for agent, now, sent_at in agents:
         if agent.host not in latest or now >= latest[agent.host][1]:
             latest[agent.host] = (agent, now)
+        until[agent.host] = max(until.get(agent.host, 0.0), sent_at)
     if not latest:
         return {}
     missing = [h for h in latest if h not in cache.hosts]
@@ -162,6 +169,7 @@ def hosts(
                 agent.interval_s,
                 agent.spool_dropped_batches,
                 agent.spool_dropped_samples,
+                until[h],
                 cache.hosts[h],
             )
             # in id order: servers that update the same hosts then lock them in the same order, and

@@ -58,7 +58,9 @@ class JobsSupervisor:
             "SPECWATCH_BACKGROUND": "true",
         }
         cmd = [sys.executable, "-m", "app", "jobs", "--database-url", self.database_url]
-        return subprocess.Popen(cmd, env=env)  # its output goes where the server's goes
+        # its output goes where the server's goes; its own process group, so a Ctrl-C at the terminal reaches
+        # the server alone, which then stops it cleanly (not an exit to report and restart)
+        return subprocess.Popen(cmd, env=env, process_group=0)
 
     def _supervise(self) -> None:
         delay = 1.0

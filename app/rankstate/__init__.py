@@ -3,7 +3,7 @@
 ``model`` holds the state (plain dataclasses) and its summaries; ``reduce`` folds records into it.
 """
 
-from app.rankstate.exits import note_gone
+from app.rankstate.gpu import apply_gpu
 from app.rankstate.infer import phase_before_crash
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
@@ -24,14 +24,14 @@ from app.rankstate.model import (
     progress,
     set_phase,
 )
+from app.rankstate.persist import launch_from_json, launch_to_json
+from app.rankstate.procs import note_gone
 from app.rankstate.reduce import (
     apply_event,
-    apply_gpu,
     apply_process,
     rank_for_global,
 )
 from app.rankstate.serving import DETECTOR_METRICS, apply_metric
-from app.rankstate.stored import launch_from_json, launch_to_json
 
 __all__ = [
     "CLEAN_EXIT_CODES",

@@ -1,7 +1,7 @@
-"""How a rank's process leaves: an exit record (with or without a code), an error line read after it, or a
-pid missing from its host's newer listings. An exit the agent saw without a code (a launcher's worker is not the
-agent's child) is an end, not a crash, unless the rank's own error line came just before it; the launcher's
-lines and the peers settle the rest (app/detect/endings.py). Pure: rank state and records in; no clock."""
+"""How a rank's process leaves: an exit record (with or without a code), or an error line read after it. An
+exit the agent saw without a code (a launcher's worker is not the agent's child) is an end, not a crash, unless
+the rank's own error line came just before it; the launcher's lines and the peers settle the rest
+(app/detect/endings.py). Pure: rank state and records in; no clock."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ from agents import wire
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
     SIGNAL_HISTORY,
-    TERMINAL_PHASES,
-    Fleet,
     RankState,
     Signal,
     _remember,
     exit_unknown,
     set_phase,
 )
-from app.rankstate.procs import note_gone as procs_gone
 
 # a rank's own error line this soon before an exit without a code: it went down with that error (a line of its
 # teardown, its launcher's closing signal or a peer going away, is a consequence: faults.py's _first_to_go)
@@ -57,29 +54,3 @@ def error_after_exit(r: RankState, ev: wire.Event) -> None:
     """An error line of a rank whose exit was seen without a code, read after that exit: it went down with it."""
     if exit_unknown(r) and _own_error(r, r.exited_at or ev.ts) and ev.kind not in _CONSEQUENCES:
         set_phase(r, "crashed", r.exited_at or ev.ts)
-
-
-def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
-    """Ranks whose process vanished from their host's newer listings without an exit record: gone."""
-    for st in fleet.launches.values():
-        for host in {e.host for e in st.procs.values() if e.live}:
-            h = fleet.hosts.get(host)
-            if h is not None and h.procs_listed_at is not None:
-                procs_gone(st, host, h.procs_listed_at, now, grace_s)
-        for r in st.ranks.values():
-            if r.phase in TERMINAL_PHASES or r.proc_seen_at is None:
-                continue
-            h = fleet.hosts.get(r.host)
-            if h is None or h.procs_listed_at is None:
-                continue
-            if h.procs_listed_at - r.proc_seen_at > grace_s and now - r.proc_seen_at > grace_s:
-                r.exited_at = r.proc_seen_at
-                _remember(
-                    r.signals,
-                    Signal(
-                        h.procs_listed_at, "process_gone", f"process {r.pid} no longer listed on {r.host}"
-                    ),
-                    SIGNAL_HISTORY,
-                )
-                set_phase(r, "crashed", r.proc_seen_at)
-                st.dirty.add(r.label)

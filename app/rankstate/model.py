@@ -55,6 +55,8 @@ MILESTONES = frozenset(
         "capture_end",
     }
 )
+# A process at least this busy is computing (JIT, a compile warm-up), not waiting
+CPU_BUSY_PCT = 50.0
 # Exit codes of a deliberate stop (SIGTERM/SIGINT, or 0): the end of a launch, not a crash.
 CLEAN_EXIT_CODES = frozenset({0, -15, -2, 143, 130})
 
@@ -132,6 +134,7 @@ class RankState:
     stopped_since: float | None = (
         None  # first of an unbroken run of samples in state T (SIGSTOP, job control)
     )
+    aka: str | None = None  # the label its first lines gave it (app/rankstate/aliases.py)
 
     # --- derived views --------------------------------------------------------------------------------
     @property
@@ -164,6 +167,9 @@ class HostState:
     procs_listed_at: float | None = None
     # latest NVML/process sample: the agent's own clock, against which estimated log times are checked
     sample_ts: float | None = None
+    # the time its agent has reported up to (its newest stored batch): what is known of its ranks ends there.
+    # None where every record is at hand at once (replay, eval)
+    reported_until: float | None = None
 
 
 @dataclass(slots=True)
@@ -239,6 +245,8 @@ class LaunchState:
     # of any kind (not persisted: both only matter while such a log is being read)
     unnamed: dict[tuple[str, int], Unnamed] = field(default_factory=dict)
     last_line_at: float | None = None
+    # (host, pid) of a worker's log wrapper -> the rank its lines named (app/rankstate/aliases.py; not persisted)
+    log_pids: dict[tuple[str, int], str] = field(default_factory=dict)
     # the engine processes that are not ranks, by "host:pid" (app/rankstate/procs.py)
     procs: dict[str, EngineProc] = field(default_factory=dict)
     # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)
@@ -308,6 +316,10 @@ class Fleet:
 def set_phase(r: RankState, phase: str, ts: float) -> None:
     if r.phase == phase:
         return
+    if r.phases:
+        # a rank's time never runs backwards: a line stamped before the band it ends (an undated line given
+        # the read time, another process's clock) starts the next band where this one began, not before it
+        ts = max(ts, r.phases[-1].started_at)
     if r.phases and r.phases[-1].ended_at is None:
         r.phases[-1].ended_at = ts
     r.phases.append(PhaseSpan(phase, ts))

@@ -51,6 +51,8 @@ class Host(Base):
     # what the host's agent spool dropped unsent, as its latest batch reported (lifetime totals)
     spool_dropped_batches: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     spool_dropped_samples: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # the newest time its agent has reported up to (its newest stored batch's sent_at, on the server's clock)
+    reported_until: Mapped[float | None] = mapped_column(Float)
 
 
 class IngestedBatch(Base):
@@ -92,7 +94,8 @@ class Deployment(Base):
 
 
 class Launch(Base):
-    """One start of a deployment, from its first process start to its exit."""
+    """One engine instance of a deployment (its ranks and their hosts), from its first process start to its
+    exit. Replicas of one deployment are sibling launches, told apart by ``world``."""
 
     __tablename__ = "launches"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -105,6 +108,12 @@ class Launch(Base):
     status: Mapped[str] = mapped_column(String(32), default="starting")
     draft_path: Mapped[str | None] = mapped_column(Text)
     info: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # the engine's world key as the agent reports it (wire.AgentInfo.launch); None: data no agent could place
+    world: Mapped[str | None] = mapped_column(String(256))
+    # the host whose batch opened the launch
+    host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id"))
+    # a person acknowledged how it ended: the overview stops showing its cause
+    acknowledged_at: Mapped[float | None] = mapped_column(Float)
 
 
 class Rank(Base):

@@ -125,6 +125,18 @@ def resolve(ctx: Ctx, incident_id: int, body: ResolveBody | None = None) -> dict
         return incident_dict(inc)
 
 
+@router.post("/launches/{launch_id}/acknowledge")
+def acknowledge_launch(ctx: Ctx, launch_id: int) -> dict[str, Any]:
+    """A person saw how the launch ended: the overview stops showing its cause (the incidents stay as they are)."""
+    with transaction(ctx.sessions) as s:
+        launch = s.get(models.Launch, launch_id)
+        if launch is None:
+            raise HTTPException(404, f"no launch with id {launch_id}")
+        if launch.acknowledged_at is None:
+            launch.acknowledged_at = time.time()
+        return {"id": launch.id, "status": launch.status, "acknowledged_at": launch.acknowledged_at}
+
+
 class TokenBody(BaseModel):
     host: wire.HostName
 

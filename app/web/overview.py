@@ -1,15 +1,18 @@
-"""The overview page's data: deployments with their current launch, hosts x GPUs now, open incidents."""
+"""The overview page's data: deployments with their launches now (replicas side by side), hosts x GPUs now,
+open incidents."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.api.locate import gpu_ranks, rank_location
 from app.store import models
+from app.web.lineage import describe, shown_launches
 
 # a host is "late" after this many missed reporting intervals, and "silent" after LATE * 4
 LATE_INTERVALS = 5.0
@@ -59,52 +62,27 @@ class HostNow:
         return "ok" if age <= late else ("late" if age <= late * 4 else "silent")
 
 
-def deployments(session: Session) -> list[dict[str, Any]]:
-    """Each deployment with its newest launch."""
-    L, D = models.Launch, models.Deployment
-    newest = select(L.deployment_id, func.max(L.id).label("lid")).group_by(L.deployment_id).subquery()
-    rows = session.execute(
-        select(D.name, L)
-        .join(newest, newest.c.deployment_id == D.id)
-        .join(L, L.id == newest.c.lid)
-        .order_by(D.name)
-    ).all()
-    counts = dict(
-        session.execute(
-            select(models.Incident.launch_id, func.count())
-            .where(models.Incident.status == "open")
-            .group_by(models.Incident.launch_id)
-        ).all()
-    )
-    ranks = dict(
-        session.execute(
-            select(models.Process.launch_id, func.count(func.distinct(models.Process.rank_label)))
-            .where(models.Process.rank_label.is_not(None))
-            .group_by(models.Process.launch_id)
-        ).all()
-    )
-    # ranks as the log names them too: an agent following only a log file reports no engine process
-    by_label = dict(
-        session.execute(
-            select(models.Rank.launch_id, func.count(func.distinct(models.Rank.label))).group_by(
-                models.Rank.launch_id
-            )
-        ).all()
-    )
-    return [
-        {
-            "deployment": name,
-            "launch_id": launch.id,
-            "status": launch.status,
-            "engine": launch.engine,
-            "started_at": launch.started_at,
-            "ended_at": launch.ended_at,
-            "last_seen": launch.last_seen,
-            "open_incidents": counts.get(launch.id, 0),
-            "ranks": max(ranks.get(launch.id, 0), by_label.get(launch.id, 0)),
-        }
-        for name, launch in rows
-    ]
+def deployments(session: Session, deployment: str | None = None) -> list[dict[str, Any]]:
+    """Each deployment's launches now: its replicas (open launches) side by side, or its newest launch."""
+    shown = shown_launches(session, deployment)
+    about = describe(session, [launch for _, launch in shown])
+    siblings = Counter(name for name, _ in shown)
+    out: list[dict[str, Any]] = []
+    for name, launch in shown:
+        out.append(
+            {
+                "deployment": name,
+                "launch_id": launch.id,
+                "status": launch.status,
+                "engine": launch.engine,
+                "started_at": launch.started_at,
+                "last_seen": launch.last_seen,
+                "replicas": siblings[name],
+                "first": not out or out[-1]["deployment"] != name,
+                **about[launch.id],
+            }
+        )
+    return out
 
 
 def hosts_now(session: Session) -> list[HostNow]:

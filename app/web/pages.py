@@ -16,7 +16,7 @@ from app.api.bodies import unprocessable
 from app.api.context import Ctx, HttpContext
 from app.kit.resources import templates_dir
 from app.store import models
-from app.web import overview
+from app.web import lineage, overview
 from app.web.format import FILTERS, without_bidi_controls
 from app.web.incident import incident_detail, stacks_sentence
 from app.web.timeline import NotFound, default_range, launch_header
@@ -67,13 +67,25 @@ def overview_partial(request: Request, ctx: Ctx) -> HTMLResponse:
 
 
 @router.get("/launches", response_class=Html)
-def launches_page(request: Request, ctx: Ctx) -> HTMLResponse:
+def launches_page(request: Request, ctx: Ctx, deployment: str | None = None) -> HTMLResponse:
+    """Every launch, newest first; ``?deployment=NAME``: that deployment's page, its replicas now on top."""
     L, D = models.Launch, models.Deployment
     with ctx.sessions() as s:
-        rows = s.execute(
-            select(L, D.name).join(D, D.id == L.deployment_id).order_by(L.started_at.desc()).limit(500)
-        ).all()
-    return _render(request, "launches.html", page="launches", launches=rows)
+        q = select(L, D.name).join(D, D.id == L.deployment_id).order_by(L.started_at.desc()).limit(500)
+        if deployment is not None:
+            q = q.where(D.name == deployment)
+        rows = s.execute(q).all()
+        about = lineage.describe(s, [launch for launch, _ in rows])
+        current = overview.deployments(s, deployment) if deployment is not None else []
+    return _render(
+        request,
+        "launches.html",
+        page="launches",
+        launches=rows,
+        about=about,
+        deployment=deployment,
+        current=current,
+    )
 
 
 @router.get("/launches/{launch_id}", response_class=Html)
@@ -92,11 +104,14 @@ def launch_page(
             header = launch_header(s, launch_id)
         except NotFound as exc:
             raise HTTPException(404, str(exc)) from exc
+        row = s.get(models.Launch, launch_id)
+        about = lineage.describe(s, [row] if row is not None else []).get(launch_id, {})
     return _render(
         request,
         "launch.html",
         page="launches",
         launch=header,
+        about=about,
         initial={"from": start, "to": end, "rank": rank, "launch_id": launch_id},
         default_range=default_range(header, time.time()),
     )

@@ -356,7 +356,7 @@ def test_the_recorded_runs_replay_through_eval_with_the_verdicts_the_server_gave
     assert out.stdout, out.stderr[-2000:]
     report_ = json.loads(out.stdout)
     for sc in report_["scenarios"]:
-        print(f"[vllm-engine] eval {sc['name']}: {json.dumps(sc)[:600]}")
+        print(f"[vllm-engine] eval {sc['scenario']}: {json.dumps(sc)[:600]}")
     assert report_["passed"], out.stdout[-4000:]
     if os.environ.get("SPECWATCH_KEEP_RECORDINGS"):  # how tests/recordings/ was made
         import shutil

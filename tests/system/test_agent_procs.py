@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agents.collectors.ownership import Ownership, Selector
 from agents.collectors.procs import PsutilProcesses, classify
 
 SLEEPER = "import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); time.sleep(120)"
@@ -146,13 +147,15 @@ def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: An
 
     draft = tmp_path / "eagle3-draft"
     draft.mkdir()  # no config.json, no weights: a draft the engine would fail on
-    spawn(
+    engine = spawn(
         "import time; time.sleep(120)",
         "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5",
         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
     )  # fmt: skip
     spool = Spool(tmp_path / "spool")
-    src = Sources(processes=PsutilProcesses(), preflight=DraftPreflight())
+    # this engine only: on a shared machine another user's engine with a draft must not be checked here
+    mine = Ownership(selectors=(Selector.parse(f"pid:{engine.pid}"),))
+    src = Sources(processes=PsutilProcesses(ownership=mine), preflight=DraftPreflight())
     agent = Agent(
         AgentConfig(host="h", deployment="d"), spool, Shipper(spool, "http://127.0.0.1:9", "t"), src
     )
@@ -160,12 +163,15 @@ def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: An
     found: list[Any] = []
     while time.time() < deadline and not found:
         agent.tick(time.time())
-        found = [e for e in agent._events if e.kind == "draft_preflight"]
+        # this launch's check only: other speculative engines on the host (an ngram launch gets its note) count apart
+        found = [e for e in agent._events if e.kind == "draft_preflight" and e.fields["path"] == str(draft)]
         time.sleep(0.3)
     assert len(found) == 1, "one check per launch"
     assert found[0].fields["path"] == str(draft) and found[0].fields["errors"]
     agent.tick(time.time())
-    assert len([e for e in agent._events if e.kind == "draft_preflight"]) == 1
+    assert (
+        len([e for e in agent._events if e.kind == "draft_preflight" and e.fields["path"] == str(draft)]) == 1
+    )
     src.preflight.close()
     spool.close()
 

@@ -1,5 +1,5 @@
-"""What the server keeps of a launch's own state between detector ticks and leaders (``launches.info
-["detector"]``): its serving counters and the last acceptance reports. Ranks are stored as rows of their own."""
+"""What the server keeps of a launch's own state between detector ticks and leaders (ranks are stored as rows of
+their own): the launch fields and an acceptance summary, as JSON."""
 
 from __future__ import annotations
 
