@@ -60,9 +60,16 @@ def sort_key(label: str, host: str | None = None) -> tuple[Any, ...]:
 _TORCH = re.compile(r"^rank(\d{1,7})$")
 _TP_TAG = re.compile(r"(?:^|\s)TP(\d+)(?:\s|$)")
 # Environment variables a torch.distributed worker carries, by launcher. The rank variables are tried in order.
-RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
-WORLD_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-JOB_VARS = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "GROUP_RANK")
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+WORLD_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+JOB_VARS = (
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+    "GROUP_RANK",
+)
 
 
 # The one rank of an engine whose world is one process (vLLM's untagged ``VLLM::Worker``, an SGLang scheduler at
@@ -80,17 +87,59 @@ def is_torch(label: str) -> bool:
     return _TORCH.match(label) is not None
 
 
+def _int_var(env: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        v = env.get(name, "").strip()
+        if v.isdigit():
+            return int(v)
+    return None
+
+
+def torch_world(env: Mapping[str, str]) -> int | None:
+    """How many ranks the job has: ``WORLD_SIZE`` (or an MPI launcher's), else torchelastic's nodes times the
+    ranks per node (``GROUP_WORLD_SIZE`` x ``LOCAL_WORLD_SIZE``)."""
+    world = _int_var(env, *WORLD_VARS)
+    if (
+        world is None
+        and (nodes := _int_var(env, "GROUP_WORLD_SIZE"))
+        and (per := _int_var(env, "LOCAL_WORLD_SIZE"))
+    ):
+        world = nodes * per
+    return world
+
+
 def torch_rank(env: Mapping[str, str]) -> int | None:
     """The global rank of a torch.distributed worker from its environment, or None when it is not one.
 
-    A worker has a rank, a world size and at least one of the rendezvous variables (so a stray ``RANK`` in
-    some unrelated program's environment is not enough)."""
-    rank = next((env[v] for v in RANK_VARS if env.get(v, "").strip().isdigit()), None)
-    world = next((env[v] for v in WORLD_VARS if env.get(v, "").strip().isdigit()), None)
+    ``RANK`` (or an MPI launcher's), else torchelastic's node rank and local rank on a homogeneous job
+    (``GROUP_RANK`` x ``LOCAL_WORLD_SIZE`` + ``LOCAL_RANK``), so a worker is named by its place in the whole job
+    on every node. A worker has a rank, a world size and at least one of the rendezvous variables (so a stray
+    ``RANK`` in some unrelated program's environment is not enough)."""
+    rank = _int_var(env, *RANK_VARS)
+    if rank is None:
+        node, local, per = (_int_var(env, v) for v in ("GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"))
+        if node is not None and local is not None and per is not None and local < per:
+            rank = node * per + local
+    world = torch_world(env)
     if rank is None or world is None or not any(env.get(v) for v in JOB_VARS):
         return None
-    r = int(rank)
-    return r if r < int(world) else None
+    return rank if rank < world else None
+
+
+def torch_place(env: Mapping[str, str]) -> str:
+    """Where a worker sits in its job, for a person: ``rank 5 of 8, node 1, local rank 1`` (what is known)."""
+    parts = []
+    rank, world = torch_rank(env), torch_world(env)
+    if rank is not None:
+        parts.append(f"rank {rank} of {world}")
+    if (node := _int_var(env, "GROUP_RANK")) is not None:
+        parts.append(f"node {node}")
+    if (local := _int_var(env, "LOCAL_RANK")) is not None:
+        parts.append(f"local rank {local}")
+    restarts = _int_var(env, "TORCHELASTIC_RESTART_COUNT")
+    if restarts:
+        parts.append(f"restart {restarts}")
+    return ", ".join(parts)
 
 
 def job_id(env: Mapping[str, str]) -> str | None:

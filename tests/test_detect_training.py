@@ -154,3 +154,42 @@ def test_a_rank_that_never_calls_init_process_group_is_reported_in_dist_init() -
     assert f is not None and f.culprit == "rank2" and f.phase == "dist_init", f
     assert "in dist_init" in f.summary
     assert c.fleet.launches[LAUNCH].ranks["rank0"].phase in ("dist_init", "stalled")
+
+
+def test_ranks_starved_of_a_core_after_their_last_line_are_working_and_ranks_asleep_are_not() -> None:
+    # beside a CPU hog the ranks' teardown (destroy_process_group, the interpreter's exit) took 115 s on a real
+    # job: runnable, 2 % CPU, no stack py-spy could read. Runnable is wanting a core, not waiting on a peer.
+    c = TorchCluster()
+    c.run(20, steps)
+    c.run(60, lambda c: [c.proc(lab, state="R", cpu=2) for lab in c.labels])
+    assert c.decisions == [], c.actions()
+    k = TorchCluster()
+    k.run(20, steps)
+    k.run(60, lambda c: [c.proc(lab, state="S", cpu=0) for lab in c.labels])
+    assert [d.finding.kind for d in k.opened() if d.finding] == ["suspected_deadlock"]
+
+
+def test_torchrun_leaving_after_its_workers_ended_is_the_end_and_before_them_a_death() -> None:
+    from agents import wire
+    from app.rankstate import apply_process
+
+    def torchrun(c: Cluster, state: str = "S") -> None:
+        p = wire.ProcessSample(
+            ts=c.t, pid=4999, create_time=c.t0, name="torch.distributed.run", role="main", engine="torch",
+            state=state,
+        )  # fmt: skip
+        apply_process(c.fleet, LAUNCH, c.host, p)
+
+    c = TorchCluster()
+    c.run(20, lambda c: (steps(c), torchrun(c)))
+    for lab in c.labels:
+        c.proc(lab, state="exited")
+    c.run(2, torchrun)
+    torchrun(c, state="exited")  # its exit code is the agent's to see only under --launch, and unsent
+    c.run(20)
+    assert c.decisions == [], c.actions()
+    k = TorchCluster()
+    k.run(20, lambda c: (steps(c), torchrun(c)))
+    torchrun(k, state="exited")  # the launcher gone under four live ranks
+    k.run(10, procs)
+    assert [d.finding.kind for d in k.opened() if d.finding] == ["rank_crashed"], k.actions()

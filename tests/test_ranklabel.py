@@ -62,3 +62,28 @@ def test_the_agent_and_replay_label_a_per_rank_files_untagged_lines_alike(tmp_pa
     offline = [e for _, e in parse_files([log]) if e.kind != "unparsed"]
     assert {e.rank for e in live} == {e.rank for e in offline} == {"DP1 TP3"}
     assert [e.kind for e in live] == [e.kind for e in offline]
+
+
+def test_a_torch_workers_global_rank_and_world_come_from_any_launchers_environment() -> None:
+    from agents.collectors.procs import classify_env
+
+    elastic = {
+        "RANK": "5", "LOCAL_RANK": "1", "GROUP_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
+        "TORCHELASTIC_RUN_ID": "job-7", "TORCHELASTIC_RESTART_COUNT": "0",
+    }  # fmt: skip
+    assert ranklabel.torch_rank(elastic) == 5 and ranklabel.torch_world(elastic) == 8
+    assert ranklabel.torch_place(elastic) == "rank 5 of 8, node 1, local rank 1"
+    # no RANK: the node's rank times the ranks per node, plus the local rank (the second node's second rank)
+    no_rank = {k: v for k, v in elastic.items() if k not in ("RANK", "WORLD_SIZE")} | {
+        "GROUP_WORLD_SIZE": "2"
+    }
+    assert ranklabel.torch_rank(no_rank) == 5 and ranklabel.torch_world(no_rank) == 8
+    assert ranklabel.torch_rank({**no_rank, "LOCAL_RANK": "4"}) is None, "a local rank past the node's ranks"
+    proc = classify_env(
+        {**elastic, "TORCHELASTIC_RESTART_COUNT": "2"}, ["/venv/bin/python", "-u", "train.py"]
+    )
+    assert proc is not None and proc.rank == "rank5" and proc.engine == "torch"
+    assert proc.name == "python -u train.py (rank 5 of 8, node 1, local rank 1, restart 2)"
+    assert classify_env({"RANK": "1", "WORLD_SIZE": "2"}, ["python", "x.py"]) is None, (
+        "no rendezvous variable"
+    )

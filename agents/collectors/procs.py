@@ -73,12 +73,15 @@ _TORCH_LAUNCHERS = (
 
 
 def classify_env(env: dict[str, str], cmdline: list[str]) -> EngineProcess | None:
-    """A torch.distributed worker, from its environment: role ``worker``, engine ``torch``, label ``rankN``."""
+    """A torch.distributed worker, from its environment: role ``worker``, engine ``torch``, label ``rankN`` (its
+    global rank, from RANK or torchelastic's GROUP_RANK/LOCAL_RANK), its world and node in the name."""
     rank = ranklabel.torch_rank(env)
     if rank is None:
         return None
     args = [Path(a).name for a in cmdline[:4] if a]
-    name = " ".join(args)[:128] or "python"
+    # where it sits in the job (world, node, local rank) rides in the name: the label is the global rank alone
+    place = f" ({ranklabel.torch_place(env)})"
+    name = (" ".join(args) or "python")[: 128 - len(place)] + place
     return EngineProcess(name, "worker", "torch", ranklabel.torch_label(rank))
 
 

@@ -34,8 +34,8 @@ class Resumed:
     what: str
 
     def sentence(self) -> str:
-        who = f"{self.rank}: " if self.rank else ""
-        return f"Progress resumed ({who}{self.what})."
+        who = f"; {self.rank} moves again" if self.rank else ""
+        return f"Progress resumed ({self.what}{who})."
 
 
 def resumed(st: LaunchState, kind: str, since: float, ranks: list[str] | None = None) -> Resumed | None:
@@ -79,6 +79,12 @@ def ending(st: LaunchState) -> str:
     if live_labels(st):
         return "running"
     return "crashed" if any(r.phase == "crashed" for r in st.ranks.values()) else "ended"
+
+
+def ended_with_its_ranks(st: LaunchState, exit_code: int | None) -> bool:
+    """An engine or launcher process (torchrun, vLLM's EngineCore) that left with no code the agent saw, after
+    every rank of its launch ended without a crash: it ended with them, it did not die under them."""
+    return exit_code is None and bool(st.ranks) and ending(st) == "ended"
 
 
 def gone_while_peers_wait(st: LaunchState, hang: Finding | None) -> Finding | None:

@@ -6,11 +6,13 @@ unexpectedly" / ``EngineDeadError``). Pure: launch state and ``now`` in, finding
 
 from __future__ import annotations
 
+from app.detect import endings
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.detect.hangs import launch_phase
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, Signal
 from app.rankstate.procs import died, exit_words, stopped
+from app.rankstate.torchjob import TORCH_PHASES
 
 # how close to a requested stop (the agent forwarding SIGTERM, vLLM's "trigger received signal=SIGTERM") an
 # engine death is that stop's doing
@@ -72,7 +74,9 @@ def stopped_finding(st: LaunchState, now: float, cfg: DetectConfig) -> Finding |
             "The API server may still answer /health and /metrics."
         )
     else:
-        summary = f"Start-up stalled: {who} (pid {first.pid}) is stopped (state T) in {launch_phase(st)}."
+        phase = launch_phase(st)
+        what = "Training" if phase in TORCH_PHASES else "Start-up"  # a torch job's steps are not its start-up
+        summary = f"{what} stalled: {who} (pid {first.pid}) is stopped (state T) in {phase}."
     return Finding(
         key=f"hang:{st.key}",
         kind="stalled_serving" if serving else "suspected_deadlock",
@@ -103,7 +107,11 @@ def _says_dead(s: Signal) -> bool:
 def engine_death(st: LaunchState, now: float) -> Finding | None:
     """The engine died under its ranks: a serving engine process gone other than by a requested stop, or the
     front end's own report that it lost the engine. One crash incident, naming the process and how it went."""
-    dead = sorted((e for e in st.procs.values() if died(e)), key=lambda e: e.exited_at or 0.0)
+    # torchrun leaving after its workers all ended (its code unseen: it is the agent's child at most) is the end
+    dead = sorted(
+        (e for e in st.procs.values() if died(e) and not endings.ended_with_its_ranks(st, e.exit_code)),
+        key=lambda e: e.exited_at or 0.0,
+    )
     said = [s for _, s in st.signals if _says_dead(s)]
     if not dead and not said:
         return None

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from agents import ranklabel, wire
 from app.rankstate import aliases
+from app.rankstate.exits import error_after_exit, note_exit
 from app.rankstate.gpu import IO_RISE_BYTES
 from app.rankstate.infer import (
     BATCHES,
@@ -215,8 +216,7 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         backfill(r, hint)
     if ev.severity in ("error", "critical"):
         r.last_error_at = ev.ts
-        if exit_unknown(r) and _own_error(r, r.exited_at or ev.ts) and k not in _CONSEQUENCES:
-            set_phase(r, "crashed", r.exited_at or ev.ts)  # its error line, read after its exit was seen
+        error_after_exit(r, ev)
     if k in MILESTONES:
         r.milestones += 1
         r.last_milestone = k
@@ -303,20 +303,6 @@ _CONFIRMED = frozenset(
 _CRASHES = frozenset({"child_crashed", "init_failed", "scheduler_exception", "collective_mismatch"})
 
 
-# a rank's own error line this soon before an exit without a code: it went down with that error (a line torn
-# down by its launcher or its peer going away is a consequence, app/detect/faults.py's _first_to_go)
-OWN_ERROR_BEFORE_S = 30.0
-_CONSEQUENCES = frozenset({"closing_signal", "peer_lost", "collective_timeout"})
-
-
-def _own_error(r: RankState, exited_at: float) -> bool:
-    return (
-        r.last_error_at is not None
-        and exited_at - OWN_ERROR_BEFORE_S <= r.last_error_at <= exited_at + 2.0
-        and not any(s.kind in _CONSEQUENCES for s in r.signals[-3:])
-    )
-
-
 def _describe(ev: wire.Event) -> str:
     f = ev.fields
     if ev.kind == _SHARD_PROGRESS:
@@ -354,7 +340,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
     r.threads, r.rss_bytes = p.threads, p.rss_bytes
     if p.cpu_pct is not None:
         r.cpu_pct = p.cpu_pct
-        if p.cpu_pct >= CPU_BUSY_PCT:
+        # runnable at little CPU is a process starved of a core (a loaded box), not one blocked in a wait
+        if p.cpu_pct >= CPU_BUSY_PCT or p.state == "R":
             r.cpu_busy_at = p.ts
     if p.io_read_bytes is not None:
         # compared with a mark, not the previous sample: slow storage adds little per sample but keeps adding
@@ -364,21 +351,4 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
             r.io_rise_at, r.io_mark = p.ts, p.io_read_bytes
         r.io_read_bytes = p.io_read_bytes
     if p.state in ("exited", "Z", "X") and r.exited_at is None:
-        r.exited_at, r.exit_code = p.ts, p.exit_code
-        # no exit code (not the agent's child: a launcher's worker) is not a crash by itself: the launcher's
-        # lines, the rank's own error just before, or peers left waiting for it settle it (app/detect/endings.py)
-        clean = p.exit_code in CLEAN_EXIT_CODES or (p.exit_code is None and not _own_error(r, p.ts))
-        _remember(
-            r.signals,
-            Signal(
-                p.ts,
-                "process_exit",
-                f"process {p.pid} exited with code {p.exit_code}"
-                if p.exit_code is not None
-                else f"process {p.pid} exited (its exit code is its parent's to see, not the agent's)",
-                {"exit_code": p.exit_code},
-            ),
-            SIGNAL_HISTORY,
-        )
-        if r.phase != "crashed":  # a crash line that came first is not undone by the exit that follows
-            set_phase(r, "exited" if clean else "crashed", p.ts)
+        note_exit(r, p)

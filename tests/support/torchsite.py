@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -76,6 +77,21 @@ class Job:
 class Site:
     server: ServerProcess
     jobs: dict[str, Job]
+    db_path: Path
+
+    def stack_places(self, name: str) -> list[str]:
+        """Every distinct place py-spy found a rank of the job in (its innermost meaningful frame), for the
+        record of what the real jobs showed (printed with ``-s``)."""
+        from app.detect.stacks import place
+
+        launch = self.launch(name)
+        if launch is None:
+            return []
+        with contextlib.closing(sqlite3.connect(self.db_path)) as db:
+            rows = db.execute(
+                "SELECT message FROM events WHERE kind = 'stacks' AND launch_id = ?", (launch["id"],)
+            ).fetchall()
+        return sorted({p.where for (text,) in rows if (p := place(text)) is not None})
 
     def get(self, path: str, **params: Any) -> Any:
         r = httpx.get(self.server.base_url + "/api/v1" + path, params=params, timeout=30)
@@ -142,7 +158,7 @@ def torch_site(base: Path, jobs: dict[str, tuple[str, dict[str, str]]], nice: in
                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
             started[name] = Job(name, mode, agent, spool, time.time())
-        yield Site(server, started)
+        yield Site(server, started, base / "specwatch.db")
     finally:
         for job in started.values():
             for p in job.ranks().values():  # a rank left stopped would never see its SIGTERM

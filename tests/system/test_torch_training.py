@@ -36,7 +36,7 @@ JOBS = {
         "train",
         {"JOB_STEPS": "4", "JOB_STEP_S": str(STEP_S), "JOB_CKPT_EVERY": "2", "JOB_CKPT_S": str(CKPT_S)},
     ),
-    "stop": ("train", {"JOB_STEPS": "400", "JOB_STEP_S": "0.5", "JOB_FAIL_STEP": "120"}),
+    "stop": ("train", {"JOB_STEPS": "400", "JOB_STEP_S": "0.5", "JOB_FAIL_STEP": "30"}),
     "preinit": ("preinit", {}),
 }
 
@@ -79,6 +79,7 @@ def test_a_stopped_rank_is_named_and_its_incident_resolves_when_training_moves_a
         timeout=45,
     )
     report(site, "SIGCONT -> resolved", done["resolved_at"] - resumed_at)
+    print(f"[torch-training] stop: {inc['summary']} / {done['summary']}")
     assert done["resolved_at"] - resumed_at <= 30, done
     assert job.steps(0) > step and job.agent.poll() is None, "training goes on: resolved while the job runs"
     assert "ended" not in done["summary"] and "exited" not in done["summary"], done["summary"]
@@ -100,6 +101,7 @@ def test_a_rank_missing_from_dist_init_is_reported_in_dist_init(site: Site) -> N
         timeout=200,
     )
     assert "in dist_init" in inc["summary"], inc["summary"]
+    print(f"\n[torch-training] preinit: {inc['summary']}")
 
 
 def test_a_slow_job_with_checkpoint_pauses_is_quiet_and_its_clean_end_is_an_end(site: Site) -> None:
@@ -108,6 +110,7 @@ def test_a_slow_job_with_checkpoint_pauses_is_quiet_and_its_clean_end_is_an_end(
     wait_for("the slow job to finish", lambda: job.agent.poll() is not None, timeout=budget)
     assert job.log().count(": done") == 4, job.log()[-2000:]
     time.sleep(3)  # the last exits reach the detector
+    print(f"\n[torch-training] slow job, what py-spy showed: {site.stack_places('slow')}")
     assert site.incidents("slow") == [], site.incidents("slow")
     launch = site.launch("slow")
     assert launch is not None and launch["status"] == "exited", launch
