@@ -13,7 +13,11 @@ RECORDINGS = Path(__file__).parent / "recordings"
 
 def test_every_recorded_real_run_reaches_its_truth() -> None:
     found = cases(RECORDINGS, T0)
-    assert {c.name for c in found} == {"recording:vllm-ngram", "recording:vllm-eagle3", "recording:vllm-draft"}
+    assert {c.name for c in found} == {
+        "recording:vllm-ngram",
+        "recording:vllm-eagle3",
+        "recording:vllm-draft",
+    }
     for case in found:
         result = run_recording(case)
         assert result.passed, (case.name, [(m.kind, m.detected, m.latency_s) for m in result.matches])
