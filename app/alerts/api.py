@@ -8,10 +8,11 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
+from app.access.users import is_admin
 from app.alerts import receivers, silences
 from app.api.bodies import unprocessable
 from app.api.context import Ctx, SessionsDep
@@ -44,11 +45,16 @@ class SilenceIn(BaseModel):
 
 
 @router.get("/receivers")
-def list_receivers(sessions: SessionsDep) -> list[dict[str, Any]]:
-    """Configured receivers with their delivery counts by status, last delivery and latest error."""
+def list_receivers(request: Request, sessions: SessionsDep) -> list[dict[str, Any]]:
+    """Configured receivers with their delivery counts by status, last delivery and latest error. Viewers see
+    each URL's scheme, host and port only: a webhook's path is often the credential to post in the channel."""
+    reveal = is_admin(request)
     with sessions() as s:
         counts, health = receivers.delivery_counts(s), receivers.health(s)
-        return [receivers.as_dict(r, counts.get(r.id), health.get(r.id)) for r in receivers.listed(s)]
+        return [
+            receivers.as_dict(r, counts.get(r.id), health.get(r.id), reveal=reveal)
+            for r in receivers.listed(s)
+        ]
 
 
 @router.post("/receivers", status_code=201, responses={409: {}, 422: {}})
