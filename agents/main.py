@@ -22,6 +22,7 @@ from agents.collectors.engine_metrics import EngineMetrics
 from agents.collectors.nvml import GpuBackend, pid_gpu_map
 from agents.collectors.procs import ProcessBackend
 from agents.collectors.stacks import SimStackDumper, StackDumper
+from agents.recording import Recorder
 from agents.shipper import Shipper
 from agents.spool.store import Spool
 
@@ -132,6 +133,7 @@ class Agent:
         # the pids this agent found as ranks in its last process sample: the only ones it will dump (read by the
         # shipper's thread; replaced whole, never changed in place)
         self._ranks: frozenset[int] = frozenset()
+        self.recorder: Recorder | None = None  # --record: every batch also to a recording file
         self._agent = {
             "host": config.host,
             "agent_id": spool.agent_id,
@@ -297,6 +299,10 @@ class Agent:
             )
         )
 
+    def note(self, ev: wire.Event) -> None:
+        """An event of the agent's own, shipped with the next batch (a list append: safe from a signal handler)."""
+        self._events.append(ev)
+
     def flush(self, now: float) -> None:
         """Spool what was collected since the last batch (always: an empty batch is the agent's heartbeat)."""
         drops = self.spool.take_drops()
@@ -355,6 +361,8 @@ class Agent:
             item = self.spool.append(
                 batch, {"log_offsets": offsets} if last and offsets is not None else None
             )
+            if self.recorder is not None:
+                self.recorder.write(batch)
             durable = item.durable
             self.counts.batches += 1
         self.counts.events += len(events)
@@ -365,6 +373,8 @@ class Agent:
         self.shipper.wake()
 
     def _close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
         for thing in (self.src.gpus, self.src.stacks, self.src.logs, self.src.preflight, *self.src.extra):
             close = getattr(thing, "close", None)
             if close is not None:

@@ -65,6 +65,11 @@ WORLD_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 JOB_VARS = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "GROUP_RANK")
 
 
+# The one rank of an engine whose world is one process (vLLM's untagged ``VLLM::Worker``, an SGLang scheduler at
+# TP=1): TP rank 0, as the engine's own "rank 0 in world size 1 is assigned as ... TP rank 0" line has it.
+SOLE = "TP0"
+
+
 def torch_label(rank: int) -> str:
     """A torch.distributed worker's label: ``rank3``, as PyTorch prefixes its lines (``[rank3]:``)."""
     return f"rank{rank}"

@@ -175,6 +175,12 @@ class EventKind(StrEnum):
     SERVER_ARGS = "server_args"
     ENGINE_CONFIG = "engine_config"
     SERVER_READY = "server_ready"
+    # vLLM's compile warm-up (CPU: "Warming up model for the compilation..."; GPU: torch.compile, Dynamo), and
+    # its end of engine start-up ("init engine (profile, create kv cache, warmup model) took N s")
+    WARMUP_BEGIN = "warmup_begin"
+    WARMUP_PROGRESS = "warmup_progress"
+    WARMUP_END = "warmup_end"
+    ENGINE_INIT_END = "engine_init_end"
     DECODE_BATCH = "decode_batch"
     PREFILL_BATCH = "prefill_batch"
     SPEC_METRICS = "spec_metrics"
@@ -207,6 +213,9 @@ class EventKind(StrEnum):
     # torchrun: the elastic agent's view of its workers
     CLOSING_SIGNAL = "closing_signal"
     LAUNCHER_STOPPING = "launcher_stopping"
+    # the engine's front end lost its engine (vLLM: "engine core exited unexpectedly", EngineDeadError): the
+    # server answers nothing any more, whatever /health said a moment ago
+    ENGINE_DEAD = "engine_dead"
     PEER_LOST = "peer_lost"
     # the agent's own
     LOG_SUPPRESSED = "log_suppressed"

@@ -126,3 +126,26 @@ def test_lines_before_the_first_time_are_never_dated_1970() -> None:
     assert {e.ts for e in parse_lines(head, year=2025)} == {utc("2025-01-01 12:00:00")}
     p = LogParser()
     assert p.feed(head[0]) == [] and p.pending and [e.ts for e in p.flush()] == [0.0] and not p.pending
+
+
+def test_an_undated_traceback_read_live_takes_the_time_it_was_read_not_noon_of_the_logs_day() -> None:
+    """vLLM's last words on a dead engine can be a bare traceback on stderr, with no time on any line; read as a
+    backlog and flushed by the live agent, it was stamped 12:00 of the file's day (hours off the agent's clock,
+    and the server refused the batch that carried why the engine died)."""
+    from datetime import date
+
+    from agents.logparse.parser import LogParser
+
+    read_at = 1_796_184_000.0  # 2026-12-02 02:40 UTC: nowhere near noon
+    p = LogParser(base_date=date(2026, 12, 2))
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.11/site-packages/vllm/v1/engine/async_llm.py", line 660, in output_handler',
+        "    outputs = await engine_core.get_output_async()",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+    ]
+    out = [e for line in lines for e in p.feed(line)]  # a backlog: no read time per line
+    out += p.flush(now=read_at + 2)
+    tb = [e for e in out if e.kind == "traceback"]
+    assert len(tb) == 1 and "EngineDeadError" in str(tb[0].fields.get("exc_type"))
+    assert read_at <= tb[0].ts <= read_at + 2, tb[0].ts - read_at

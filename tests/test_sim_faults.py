@@ -287,15 +287,18 @@ def test_vllm_speaks_vllm() -> None:
     tp0 = [
         e.kind for e in events["vllm-TP0.log"] if e.kind not in ("shard_progress", "capture_progress", "raw")
     ]
-    # the worker's start-up in order (PyNccl's "vLLM is using nccl==" opens it; the second load_begin is
-    # "Loading drafter model...")
+    # the worker's start-up in order (PyNccl's "vLLM is using nccl==" opens it; the loader's "Loading weights
+    # took" ends the target's load; the second load_begin is "Loading drafter model..."; "Model loading took"
+    # ends both; Dynamo's transform time is a step of the compile warm-up)
     assert tp0 == [
         "comm_setup",
         "dist_init_end",
         "load_begin",
+        "load_end",
         "load_begin",
         "load_end",
         "kv_alloc",
+        "warmup_progress",
         "capture_end",
     ]
     assert [e.kind for e in main if e.kind == "server_ready"] == ["server_ready"]

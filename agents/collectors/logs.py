@@ -257,7 +257,7 @@ class LogTailer:
         if got:
             s.last_data = now
         elif s.parser.pending and now - s.last_data >= self.idle_flush_s:
-            out += s.parser.flush()  # a traceback at the end of a quiet (often dead) process's log
+            out += s.parser.flush(now)  # a traceback at the end of a quiet (often dead) process's log
             s.safe = s.read_pos - len(s.buf)
         if s.orphan and not got and now - s.last_data >= self.orphan_grace_s:
             out += self._finish(s, now)
@@ -283,7 +283,7 @@ class LogTailer:
             s.buf and not s.skipping
         ):  # the rotated file will not grow: its last line has no newline to wait for
             out += self._feed(s, bytes(s.buf), s.read_pos - len(s.buf), s.read_pos, now)
-        out += s.parser.flush()
+        out += s.parser.flush(now)
         with contextlib.suppress(OSError):
             os.close(s.fd)
         del self._streams[s.ident]

@@ -104,7 +104,7 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
     if m:
         kind = m.group(1)
         vrole: Role = {"Worker": "worker", "EngineCore": "scheduler", "APIServer": "main"}.get(kind, "other")  # type: ignore[assignment]
-        return EngineProcess(title.split()[0][:128], vrole, "vllm", ranklabel.from_tags(m.group(2)))
+        return EngineProcess(title.split()[0][:128], vrole, "vllm", _vllm_rank(vrole, m.group(2)))
     args = [a for a in cmdline[:8] if a]
     base = [Path(a).name for a in args]
     joined = " ".join(args)
@@ -122,6 +122,15 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
     if lead and lead[0] in _TORCH_LAUNCHERS and (lead[0] != "accelerate" or "launch" in args):
         return EngineProcess(lead[0], "main", "torch", None)
     return None
+
+
+def _vllm_rank(role: Role, tags: str | None) -> str | None:
+    """A vLLM worker is a rank: ``VLLM::Worker_TP1`` is TP1, and an untagged ``VLLM::Worker`` (every dimension
+    of one) the engine's only rank. EngineCore (``_DP1`` at DP > 1) and the API server serve ranks without being
+    one: they are the launch's engine processes (their state and exit still count, app/rankstate)."""
+    if role != "worker":
+        return None
+    return ranklabel.from_tags(tags) or ranklabel.SOLE
 
 
 class ProcessBackend(Protocol):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from agents import ranklabel
 from agents.wire import Event
 
 from . import heads, torchrun
@@ -109,6 +110,10 @@ class Forms(Dating):
         ts = self._ts(None, now)
         if m:
             status = int(m.group(3))
+            if status < 400 and m.group(1) in ("GET", "HEAD") and m.group(2).split("?", 1)[0] in PROBE_PATHS:
+                # a monitor's probe (the agent's own /metrics scrape, a load balancer's /health): not the
+                # engine's activity, and at one scrape a second it would outnumber every other line
+                return []
             fields: Fields = {"method": m.group(1), "path": m.group(2)[:256], "status": status}
             sev = "warning" if status >= 500 else "debug"  # access lines are noise unless the server errors
             return [self._make(ts, "http_access", sev, msg, self.default_rank, fields)]
@@ -173,11 +178,19 @@ class Forms(Dating):
 
     def _learn_rank(self, pid: int, out: list[Event]) -> None:
         """A vLLM worker whose wrapper names no rank ('(Worker pid=958)') says it in its distributed-init line
-        ('world_size=2 rank=1 local_rank=1 ...'): its later lines are that rank's."""
+        ('world_size=2 rank=1 local_rank=1 ...'): its later lines are that rank's. In a world of one it is the
+        engine's only rank, ``TP0``, as the agent labels its untagged ``VLLM::Worker`` process."""
         for e in out:
             n = e.fields.get("global_rank")
             if isinstance(n, int) and len(self._pid_ranks) < 4096:
-                self._pid_ranks[pid] = e.rank = f"rank{n}"
+                sole = e.fields.get("world_size") == 1
+                self._pid_ranks[pid] = e.rank = ranklabel.SOLE if sole else ranklabel.torch_label(n)
+
+
+# GET paths monitors poll: the engines' health, readiness and metrics endpoints
+PROBE_PATHS = frozenset(
+    {"/metrics", "/health", "/healthz", "/ping", "/load", "/version", "/v1/models", "/readyz"}
+)
 
 
 def worker_pid(extra: Fields | None) -> int | None:

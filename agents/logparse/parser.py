@@ -96,7 +96,10 @@ class LogParser(Forms):
                 )
             ]
 
-    def flush(self) -> list[Event]:
+    def flush(self, now: float | None = None) -> list[Event]:
+        """Emit what is open (a traceback, a summary block, lines waiting for the log's first time). ``now``:
+        the time a live reader flushes at; lines of a log that never gave a time then take it (without it,
+        noon of the log's date stands in, which live would put lines hours off the agent's clock)."""
         tb, self._tb = self._tb, None
         out = self._tb_events(tb) if tb is not None else []
         report = self._summary.close()
@@ -106,7 +109,8 @@ class LogParser(Forms):
             )
         if self._held or self.last_ts is None:
             self._held += out
-            out = self._release(self._reference_ts())
+            ref = self._reference_ts() if self.last_ts is not None or now is None else now
+            out = self._release(ref)
         return out
 
     # -- internals ---------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ _RPC_TIMEOUT = re.compile(r"(?:\w+Error: )?RPC call to (\w{1,64}) timed out")
 _ITERATION_TIMEOUT = "Engine iteration timed out"
 _DIED = re.compile(r"(Worker|Engine core) proc (\S{1,128}) died unexpectedly")
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
+_EXIT_CODE = re.compile(r"\(exit code: (-?\d{1,4})\)")
 
 _WORLD = re.compile(r"world_size=(\d+) rank=(\d+)")
 _PG_WAIT = re.compile(r"placement group of specs for (\d+) seconds")
@@ -44,9 +45,22 @@ _KV_USAGE = re.compile(r"GPU KV cache usage: ([\d.]+)%")
 _PREFIX_HIT = re.compile(r"Prefix cache hit rate: ([\d.]+)%")
 _MODEL_LOADING = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds")
 _KV_MEM = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
-_KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]{1,20}) tokens")
+_KV_TOKENS = re.compile(r"[GCXN]PU KV cache size: ([\d,]{1,20}) tokens")
 _ASSIGNED = re.compile(r"rank (\d+) in world size (\d+) is assigned as")
 _GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took ([\d.-]+) GiB)?")
+_WEIGHTS_TOOK = re.compile(r"Loading weights took ([\d.]+) seconds")
+_INIT_TOOK = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
+# "torch.compile took 41.20 s in total", "Compiling a graph for compile range (1, 2048) takes 18.33 s",
+# "Dynamo bytecode transform time: 6.10 s", "Directly load the compiled graph(s) for compile range ... took 2.1 s"
+_COMPILE_S = re.compile(r"(?:took|takes|time:) ([\d.]+) s")
+_COMPILE_STEPS = (
+    "torch.compile took",
+    "Compiling a graph for",
+    "Dynamo bytecode transform",
+    "Directly load the compiled",
+)
+# both the 0.32 ("Starting vLLM server on http://...") and the older ("Starting vLLM API server 0 on ...") forms
+_READY = ("Starting vLLM API server", "Starting vLLM server on")
 
 
 def _num(pattern: re.Pattern[str], msg: str, fields: Fields, key: str, scale: float = 1.0) -> None:
@@ -108,8 +122,35 @@ def vllm_message(msg: str) -> Match | None:
         m = _ASSIGNED.match(msg)
         fields = {"global_rank": int(m.group(1)), "world_size": int(m.group(2))} if m else {}
         return "dist_init_end", "info", fields
-    if msg.startswith("Starting vLLM API server"):
+    if msg.startswith(_READY):
         return "server_ready", "info", {"engine": "vllm"}
+    return _startup(msg)
+
+
+def _startup(msg: str) -> Match | None:
+    """vLLM V1's engine start-up steps beyond the load and KV lines, CPU and GPU runners alike (vLLM 0.32:
+    worker/cpu_model_runner.py, model_loader/default_loader.py, v1/engine/core.py, compilation/)."""
+    c = msg[:1]
+    if c == "L" and msg.startswith("Loading weights took"):
+        fields: Fields = {}
+        _num(_WEIGHTS_TOOK, msg, fields, "elapsed_s")
+        return "load_end", "info", fields
+    if c == "W":
+        if msg.startswith("Warming up model for the compilation"):
+            return "warmup_begin", "info", {"engine": "vllm"}
+        if msg.startswith("Warming up done"):
+            return "warmup_end", "info", {"engine": "vllm"}
+    if c == "i" and msg.startswith("init engine ("):
+        fields = {"engine": "vllm"}
+        _num(_INIT_TOOK, msg, fields, "elapsed_s")
+        return "engine_init_end", "info", fields
+    if msg.startswith(("CPU KV cache size", "XPU KV cache size", "NPU KV cache size")):
+        m = _KV_TOKENS.search(msg)
+        return "kv_alloc", "info", {"tokens": int(m.group(1).replace(",", ""))} if m else {}
+    if msg.startswith(_COMPILE_STEPS):
+        fields = {"step": msg.split(" ", 2)[0][:32]}
+        _num(_COMPILE_S, msg, fields, "elapsed_s")
+        return "warmup_progress", "info", fields
     if msg.startswith("Model loading took"):
         m = _MODEL_LOADING.match(msg)
         fields = {"draft": False}
@@ -150,6 +191,9 @@ def _failure(msg: str) -> Match | None:
         m = _DIED.match(msg)
         if m:
             fields: Fields = {"process": m.group(2)[:128]}
+            code = _EXIT_CODE.search(msg)
+            if code:  # 0 or -15 after a requested stop: the worker went down with the engine, not a crash
+                fields["exit_code"] = int(code.group(1))
             idx = _TRAILING_DIGITS.search(m.group(2))
             if idx and m.group(1) == "Worker":
                 fields["rank_index"] = int(idx.group(1))
@@ -162,8 +206,27 @@ def _failure(msg: str) -> Match | None:
             return "scheduler_exception", "error", {"engine": "vllm"}
         if msg.startswith(_ITERATION_TIMEOUT):
             return "engine_timeout", "critical", {"engine": "vllm", "call": "engine_iteration"}
+    if c == "[" and msg.startswith("[shutdown]"):
+        return _shutdown(msg)
+    if "EngineDeadError" in msg[:200] and "Traceback" not in msg[:20]:
+        return "engine_dead", "critical", {"engine": "vllm", "how": "EngineDeadError"}
     if "RPC call to" in msg[:80]:
         m = _RPC_TIMEOUT.match(msg)
         if m:
             return "engine_timeout", "critical", {"engine": "vllm", "call": m.group(1)}
     return None
+
+
+def _shutdown(msg: str) -> Match | None:
+    """vLLM's ``[shutdown]`` lines (0.2x+): who asked for the stop, or that the engine died under the front end."""
+    if "engine core exited unexpectedly" in msg:
+        return "engine_dead", "critical", {"engine": "vllm", "how": "engine core exited unexpectedly"}
+    if "shutdown triggered" in msg:  # "[shutdown] API server: shutdown triggered" (SIGTERM/SIGINT to it)
+        return "launcher_stopping", "warning", {"signal": "SIGTERM", "engine": "vllm"}
+    m = _TRIGGER.search(msg)
+    if m:  # "[shutdown] EngineCore: trigger received signal=SIGTERM": a stop that was asked for
+        return "launcher_stopping", "warning", {"signal": m.group(1), "engine": "vllm"}
+    return None
+
+
+_TRIGGER = re.compile(r"trigger received signal=(\w{1,16})")

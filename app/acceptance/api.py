@@ -29,7 +29,7 @@ router = APIRouter()
 # reports read per launch: a day of one report per second is more than the panel needs to judge "now"
 MAX_REPORTS = 5000
 SERIES_KINDS = ("decode_batch", "spec_metrics")
-CONTEXT_KINDS = ("load_end", "weights_warning", "draft_preflight")
+CONTEXT_KINDS = ("load_end", "weights_warning", "draft_preflight", "engine_config")
 VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 SGLANG_ACCEPT_LEN = "sglang:spec_accept_length"
@@ -79,8 +79,17 @@ def _log_points(s: Session, launch_id: int) -> list[AcceptPoint]:
         length, rate = _num(f.get("accept_len")), _num(f.get("accept_rate"))
         if length is None and rate is None:
             continue
-        batch = _num(f.get("running_req"))
-        out.append(AcceptPoint(ts, length, rate, int(batch) if batch is not None else None))
+        batch, drafted, accepted = _num(f.get("running_req")), _num(f.get("drafted")), _num(f.get("accepted"))
+        out.append(
+            AcceptPoint(
+                ts,
+                length,
+                rate,
+                int(batch) if batch is not None else None,
+                int(drafted) if drafted is not None else None,
+                int(accepted) if accepted is not None else None,
+            )
+        )
     return out
 
 
@@ -145,6 +154,8 @@ def load_evidence(s: Session, launch_id: int) -> LaunchSpecEvidence:
             ev.draft_model_type, ev.draft_loaded_at = str(f.get("model_type") or "") or None, ts
         elif kind == EventKind.WEIGHTS_WARNING:
             ev.weights_warnings.append((ts, message))
+        elif kind == EventKind.ENGINE_CONFIG and f.get("speculative_algorithm"):
+            ev.method = str(f["speculative_algorithm"]).lower()
         elif kind == EventKind.DRAFT_PREFLIGHT:
             ev.preflight = preflight_from_event(ts, f, message)  # the latest check wins
     ev.spec = _spec(s, launch_id)
@@ -159,6 +170,8 @@ def acceptance_report(s: Session, launch_id: int) -> dict[str, Any]:
     pf = ev.preflight
     return {
         "launch_id": launch_id,
+        # the speculation method, from the engine's config line or else the command line
+        "method": ev.method or (ev.spec.algorithm.lower() if ev.spec and ev.spec.algorithm else None),
         "spec": None
         if ev.spec is None
         else {

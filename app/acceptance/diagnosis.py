@@ -17,6 +17,7 @@ from typing import Any, Literal
 from agents.preflight.cmdline import SpecConfig
 from agents.preflight.findings import Finding as PreflightFinding
 from agents.preflight.findings import Severity
+from app.acceptance import methods
 from app.rankstate import LaunchState
 from app.rankstate.accept_history import LOW_ACCEPT_LEN
 
@@ -55,6 +56,8 @@ class AcceptPoint:
     accept_len: float | None
     accept_rate: float | None = None
     batch: int | None = None  # running requests when reported
+    drafted: int | None = None  # drafted tokens the report covers (vLLM's "Drafted: N tokens")
+    accepted: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,12 @@ class LaunchSpecEvidence:
     weights_warnings: list[tuple[float, str]] = field(default_factory=list)
     preflight: Preflight | None = None
     spec: SpecConfig | None = None
+    # the method the engine's own config line names (vLLM: SpeculativeConfig(method='ngram', ...))
+    method: str | None = None
+
+    @property
+    def family(self) -> methods.Family | None:
+        return methods.family(self.method or (self.spec.algorithm if self.spec else None))
 
 
 @dataclass(slots=True)
@@ -99,6 +108,11 @@ class Summary:
     batch_min: int | None = None
     batch_max: int | None = None
     max_possible_len: int | None = None  # num_steps + 1 when the launch says
+    # every drafted and accepted token the reports count (vLLM): the launch's acceptance rate weighted by the
+    # tokens, as vLLM's own counters give it (accepted_tokens_total / draft_tokens_total)
+    drafted_total: int | None = None
+    accepted_total: int | None = None
+    token_rate: float | None = None
 
 
 @dataclass(slots=True)
@@ -127,6 +141,9 @@ def summarize(points: list[AcceptPoint], spec: SpecConfig | None = None) -> Summ
     rl = [p.accept_len for p in recent if p.accept_len is not None]
     rr = [p.accept_rate for p in recent if p.accept_rate is not None]
     batches = [p.batch for p in points if p.batch is not None]
+    counted = [p for p in points if p.drafted and p.accepted is not None]
+    drafted = sum(p.drafted or 0 for p in counted)
+    accepted = sum(p.accepted or 0 for p in counted)
     return Summary(
         reports=len(points),
         first_ts=points[0].ts if points else None,
@@ -140,6 +157,9 @@ def summarize(points: list[AcceptPoint], spec: SpecConfig | None = None) -> Summ
         batch_min=min(batches) if batches else None,
         batch_max=max(batches) if batches else None,
         max_possible_len=spec.num_steps + 1 if spec and spec.num_steps else None,
+        drafted_total=drafted or None,
+        accepted_total=accepted if drafted else None,
+        token_rate=round(accepted / drafted, 4) if drafted else None,
     )
 
 
@@ -183,7 +203,39 @@ def preflight_from_event(ts: float, fields: dict[str, Any], message: str = "") -
     return Preflight(ts, str(path) if path else None, findings)
 
 
+def _method_causes(ev: LaunchSpecEvidence, broken: bool) -> list[Cause] | None:
+    """Causes for the methods with no EAGLE checkpoint to blame; None for a method the EAGLE causes fit."""
+    fam = ev.family
+    if fam == "ngram":
+        return [
+            Cause(
+                code="prompt_lookup",
+                title="n-gram speculation drafts from the prompt itself: its tokens are accepted only where the "
+                "output repeats text in the prompt (there is no draft checkpoint)",
+                likelihood="likely",
+                fix="for this traffic use a trained draft (EAGLE-3, a draft model) or turn speculation off; "
+                "prompt_lookup_min/max change how much must repeat",
+            )
+        ]
+    if fam == "draft_model":
+        return [
+            Cause(
+                code="draft_model_mismatch",
+                title="a separate draft model is accepted only where it predicts as the target does: a different "
+                "tokenizer, family or fine-tune makes its proposals miss"
+                if broken
+                else "the draft model agrees with the target less often than it could",
+                likelihood="likely" if broken else "possible",
+                fix="serve a draft of the target's own family and tokenizer (a smaller sibling, or a distilled one)",
+            )
+        ]
+    return None
+
+
 def _causes(ev: LaunchSpecEvidence, broken: bool) -> list[Cause]:
+    own = _method_causes(ev, broken)
+    if own is not None:
+        return own
     causes: list[Cause] = []
     likely: Literal["likely", "possible"] = "likely" if broken else "possible"
     pf = ev.preflight
@@ -296,6 +348,15 @@ def diagnose(ev: LaunchSpecEvidence) -> Diagnosis:
         )
     x = s.recent_len
     cap = f" of a possible {s.max_possible_len}" if s.max_possible_len else ""
+    if x <= NEAR_ONE and ev.family == "ngram":
+        return Diagnosis(
+            "low",
+            f"Acceptance length {x:.2f}{cap}: the prompts' n-grams do not predict the output",
+            "n-gram speculation proposes what followed the same words earlier in the prompt; at 1.0 the output "
+            "never repeats it. Nothing is broken: this traffic gains nothing from n-gram speculation.",
+            s,
+            _causes(ev, True),
+        )
     if x <= NEAR_ONE:
         return Diagnosis(
             "draft_broken",
@@ -335,6 +396,7 @@ def from_launch_state(st: LaunchState) -> LaunchSpecEvidence:
         draft_model_type=st.draft_model_type,
         weights_warnings=[(w.ts, w.message) for w in st.weights_warnings],
         preflight=preflight_from_event(pf.ts, pf.fields, pf.message) if pf else None,
+        method=st.spec_method,
     )
 
 

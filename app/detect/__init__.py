@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.detect import drafts, drift, engine_reports, faults, hangs
+from app.detect import drafts, drift, endings, engine_reports, faults, hangs, processes
 from app.detect.config import DetectConfig
 from app.detect.findings import (
     HANG_KINDS,
@@ -21,7 +21,8 @@ from app.detect.findings import (
     Finding,
     evidence,
 )
-from app.rankstate import TERMINAL_PHASES, Fleet, mark_stalled, note_gone
+from app.rankstate import Fleet, LaunchState, mark_stalled, note_gone
+from app.rankstate.model import unmark_stalled
 
 __all__ = [
     "HANG_KINDS",
@@ -50,12 +51,17 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
         return name in down
 
     for st in fleet.launches.values():
-        crash = faults.crashed(st, now)
+        crash = _crash(st, now)
         if crash is not None:
             out.append(crash)
-        # a crash explains why its peers stopped: one incident, not two
-        hang = None if crash else hangs.stall(st, now, cfg, host_down)
+        # a crash explains why its peers stopped: one incident, not two. A stopped process explains a stall
+        hang = (
+            None if crash else processes.stopped_finding(st, now, cfg) or hangs.stall(st, now, cfg, host_down)
+        )
         hang = engine_reports.confirm(st, hang, now) if not crash else None
+        if (left := endings.gone_while_peers_wait(st, hang)) is not None:
+            crash, hang = left, None  # the peers wait for a rank that went: its exit was the crash
+            out.append(crash)
         if hang is not None:
             out.append(hang)
         elif not crash and (div := hangs.divergence(st, now, cfg)) is not None:
@@ -68,6 +74,18 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
     out += faults.xids(fleet, now, cfg)
     out += faults.agents_silent(fleet, now, cfg)
     return out
+
+
+def _crash(st: LaunchState, now: float) -> Finding | None:
+    """A rank's own crash, or the engine's death under its ranks: whichever came first is the cause (a worker
+    that raised takes EngineCore down; EngineCore killed takes its workers down)."""
+    rank = faults.crashed(st, now)
+    engine = processes.engine_death(st, now)
+    if engine is None or (
+        rank is not None and rank.since is not None and rank.since < (engine.since or now) - 1
+    ):
+        return rank
+    return engine
 
 
 @dataclass(slots=True)
@@ -84,6 +102,7 @@ class _Tracked:
     suspected_at: float = 0.0  # when first seen at all, held or not (first_seen restarts the hysteresis)
     adopted_until: float = 0.0  # an incident taken over from the store: its grace while the state rebuilds
     phase: str | None = None  # the phase the open incident was last reported in
+    moved_at: float | None = None  # the first progress seen since its finding went (a second one resolves it)
 
 
 class Detector:
@@ -150,7 +169,7 @@ class Detector:
             seen.add(f.key)
             if t is None:
                 t = self.tracked[f.key] = _Tracked(f, now, now, held=f.held, suspected_at=now)
-            t.last_seen = now
+            t.last_seen, t.moved_at = now, None
             if f.wants_stacks and not t.open and now - t.suspected_at < self.cfg.stack_wait_s:
                 f.held = True  # the stacks it asked for may be on their way: they may say otherwise
             if f.held:  # a suspicion only asks for stacks
@@ -187,11 +206,14 @@ class Detector:
                 continue
             if not t.open:
                 del self.tracked[key]
-            elif (gone := _exited_while_hung(fleet, t)) or (
-                now - t.last_seen >= self.cfg.resolve_after_s and not _rebuilding(fleet, key, t, now)
+            elif (
+                (gone := _exited_while_hung(fleet, t) or _launch_ended(fleet, t))
+                or (moved := self._resumed(fleet, t))
+                or (now - t.last_seen >= self.cfg.resolve_after_s and not _rebuilding(fleet, key, t, now))
             ):
-                summary = gone or _resolved_summary(t)
+                summary = gone or (moved.sentence() if moved else None) or _resolved_summary(t)
                 decisions.append(Decision("resolve", key, now, t.finding, summary=summary))
+                self._unmark(fleet, t.finding, now)
                 del self.tracked[key]
         return decisions
 
@@ -233,6 +255,34 @@ class Detector:
         return True
 
     @staticmethod
+    def _resumed(fleet: Fleet, t: _Tracked) -> endings.Resumed | None:
+        """An open stop whose ranks moved again since its finding went: resolved by that progress, not after
+        resolve_after_s of absence. Moving again is two marks of progress, not one (a lone decode line in a
+        stuck server is a blip; a job that steps again prints on)."""
+        st = fleet.launches.get(t.finding.launch or "")
+        if st is None or not t.open:
+            return None
+        moved = endings.resumed(st, t.kind or t.finding.kind, t.opened_at, t.finding.ranks)
+        if moved is None:
+            return None
+        if t.moved_at is None or moved.ts <= t.moved_at:
+            t.moved_at = moved.ts if t.moved_at is None else t.moved_at
+            return None
+        return moved
+
+    @staticmethod
+    def _unmark(fleet: Fleet, f: Finding, now: float) -> None:
+        """A stall that resolved leaves no rank shown stalled: the overview says serving again at once, not
+        at the rank's next line (an idle server may print none for minutes)."""
+        st = fleet.launches.get(f.launch or "")
+        if st is None:
+            return
+        for r in st.ranks.values():
+            if r.phase == "stalled":
+                unmark_stalled(r, now)
+                st.dirty.add(r.label)
+
+    @staticmethod
     def _mark(fleet: Fleet, f: Finding, now: float) -> None:
         st = fleet.launches.get(f.launch or "")
         if st is None:
@@ -246,13 +296,27 @@ class Detector:
 
 def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
     """An open hang whose launch has no live rank left did not resume: it ended with the launch."""
-    if t.kind not in HANG_KINDS:
+    return endings.ended_summary(fleet.launches.get(t.finding.launch or ""), t.kind, t.culprit)
+
+
+PROC_GRACE_S = 5.0
+
+
+def _launch_ended(fleet: Fleet, t: _Tracked) -> str | None:
+    """A launch with no live rank and no live engine process is over: what was open about how it ran (a draft
+    rejected, acceptance drifting, a rank behind) ends with it, saying so. Its crash stays for the user to see."""
+    if t.kind in HANG_KINDS or t.kind in ("rank_crashed", "agent_silent", "gpu_xid") or not t.finding.launch:
         return None
-    st = fleet.launches.get(t.finding.launch or "")
-    if st is None or not st.ranks or any(r.phase not in TERMINAL_PHASES for r in st.ranks.values()):
+    st = fleet.launches.get(t.finding.launch)
+    if st is None or not st.ranks or endings.live_labels(st):
         return None
-    who = f"; the suspect was {t.culprit}" if t.culprit else ""
-    return f"The launch exited while hung (no rank made progress again{who})."
+    # an engine process still reported after its last rank went (an API server outliving its workers) keeps it
+    # running; one the agent never saw exit because the agent stopped with the engine does not
+    last = max((r.exited_at or r.phase_since) for r in st.ranks.values())
+    if any(e.live and e.seen_at > last + PROC_GRACE_S for e in st.procs.values()):
+        return None
+    words = (t.kind or t.finding.kind).replace("_", " ")
+    return f"The launch ended with this still open ({words} until its last report)."
 
 
 def _resolved_summary(t: _Tracked) -> str:

@@ -73,6 +73,28 @@ class DetectConfig(BaseModel):
         30.0,
         description="Stack dumps older than this no longer say where a rank is: they are asked for again.",
     )
+    # --- a training job's pauses (app/detect/cadence.py)
+    training_s: float = Field(
+        90.0,
+        description="Expected progress interval of a torch job's training steps before its cadence is known "
+        "(a rank computing on the CPU while its peers wait gets this long).",
+    )
+    checkpoint_first_s: float = Field(
+        300.0,
+        description="A pause in which one rank writes a checkpoint (torch.save or a save_checkpoint in its stack) "
+        "while the others wait in a barrier is checkpointing, not a deadlock, for this long while the launch "
+        "has not paused like that before.",
+    )
+    checkpoint_min_s: float = Field(
+        60.0,
+        description="Once the launch has paused at least half this long (its first checkpoint), later "
+        "checkpoint pauses may last checkpoint_factor times its longest pause, and at least this.",
+    )
+    checkpoint_factor: float = Field(
+        4.0,
+        description="How many times the launch's longest pause between its log lines (steps, checkpoints) a "
+        "pause may last before it is a stall.",
+    )
     # --- GPU signature
     spin_util_pct: float = Field(
         90.0, description="Utilisation at or above which a quiet GPU may be spinning."
@@ -157,6 +179,11 @@ class DetectConfig(BaseModel):
     agent_silent_enabled: bool = Field(
         True, description="Judge agent heartbeats (off for log replay, where there are none)."
     )
+    stopped_process_s: float = Field(
+        5.0,
+        description="An engine process (a rank, vLLM's EngineCore or API server) seen stopped (state T: "
+        "SIGSTOP, job control) in every sample for this long: the launch is stalled, whatever /health says.",
+    )
     process_gone_s: float = Field(
         10.0, description="A rank's pid missing from its host's newer process listings for this long is gone."
     )
@@ -181,4 +208,7 @@ class DetectConfig(BaseModel):
             "kv_alloc": self.kv_alloc_s,
             "cuda_graph_capture": self.cuda_graph_capture_s,
             "warmup": self.warmup_s,
+            "training": self.training_s,
+            "checkpoint": self.checkpoint_first_s,
+            "teardown": self.dist_init_s,
         }.get(phase)

@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 
 from app.acceptance import diagnosis as acceptance
+from app.acceptance import methods
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence
 from app.rankstate import AcceptReport, LaunchState
@@ -145,7 +146,7 @@ def low_acceptance(st: LaunchState, now: float, cfg: DetectConfig) -> Finding | 
         kind="low_acceptance",
         launch=st.key,
         summary=f"Speculative decoding gains nothing: {shown} over the last {len(window)} decode reports "
-        "(the draft's tokens are rejected; check the draft checkpoint and its hidden-state wiring).",
+        f"({methods.rejected_hint(st.spec_method)}).",
         evidence=body,
         severity="warning",
         since=lows[0].ts,

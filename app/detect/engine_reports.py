@@ -41,7 +41,19 @@ def shm_repeat(st: LaunchState, sig: Signal, sigs: list[tuple[str | None, Signal
             for _, s in sigs
         )
     moved = any(r.last_progress_at > sig.ts for r in st.ranks.values() if r.phase not in TERMINAL_PHASES)
-    return earlier and not moved
+    return earlier and not moved and not (sig.kind == EventKind.SHM_BROADCAST_WAIT and compiling(st, sig.ts))
+
+
+# vLLM's own text for the wait says it "typically happens when some processes are hanging or doing some
+# time-consuming work (e.g. compilation ...)": while the engine warms up with a process busy on the CPU, the
+# wait is that work (a healthy torch.compile on the CPU prints it once a minute), not a hang
+COMPILE_CPU_RECENT_S = 90.0
+
+
+def compiling(st: LaunchState, ts: float) -> bool:
+    warming = any(r.phase == "warmup" for r in st.ranks.values()) and st.ready_at is None
+    busy = [r.cpu_busy_at for r in st.ranks.values()] + [e.cpu_busy_at for e in st.procs.values()]
+    return warming and any(b is not None and ts - b <= COMPILE_CPU_RECENT_S for b in busy)
 
 
 def named_ranks(sigs: list[tuple[str | None, Signal]]) -> str:

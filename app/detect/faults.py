@@ -34,7 +34,7 @@ CRASH_SIGNALS = frozenset(
 def _crash_signal(r: RankState) -> Signal | None:
     for s in r.signals:
         if s.kind in CRASH_SIGNALS and not (
-            s.kind == "process_exit" and s.fields.get("exit_code") in CLEAN_EXIT_CODES
+            s.kind in ("process_exit", "child_crashed") and s.fields.get("exit_code") in CLEAN_EXIT_CODES
         ):
             return s
     return None

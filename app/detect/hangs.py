@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from agents import ranklabel
-from app.detect import stacks
+from app.detect import cadence, stacks
 from app.detect.config import DetectConfig
 from app.detect.culprit import (
     behind_in_nccl,
@@ -23,6 +23,7 @@ from app.detect.culprit import (
 from app.detect.findings import Evidence, Finding, evidence
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState
+from app.rankstate.torchjob import is_torch_job
 from app.rankstate.unnamed import stand_ins
 
 MAX_EVIDENCE = 24
@@ -73,7 +74,8 @@ def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[s
     if not live or any(host_down(r.host) for r in live):
         return None  # no data is not the same as no progress: agent_silent covers it
     startup = [r for r in live if _phase(r) in STARTUP_PHASES]
-    if startup and st.ready_at is None:
+    # a torch job has no server to be ready: its steps are judged as start-up is, by quiet and stacks
+    if (startup and st.ready_at is None) or is_torch_job(st):
         return _startup_stall(st, live, now, cfg)
     return _serving_stall(st, live, now, cfg)
 
@@ -95,6 +97,13 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         if taken is not None and now - taken <= cfg.stack_fresh_s:
             return None  # every rank in the same place outside torch.distributed: working, or idle by design
         return _held(st, live)  # that picture is old: ask again, and stay quiet until it says otherwise
+    writers = cadence.checkpointing(groups, odd) if said == "split" else []
+    pause_s, allowed = now - onset, cadence.pause_limit(st, cfg, checkpoint=True)
+    if writers and pause_s <= allowed:
+        # one rank writing a checkpoint while the rest wait in a barrier: checkpointing, within this launch's pace
+        return None if taken is not None and now - taken <= cfg.stack_fresh_s else _held(st, live)
+    if said == "split" and cadence.cpu_step_pending(st, odd, groups, pause_s, cfg):
+        return _held(st, live)  # a slower rank still on its step, within the job's own cadence
     if said == "split" and stacks.verdict(before, labels) != (said, odd):
         said = "mixed"  # one round may have caught a straggler on its way into the collective: ask again
         if least <= cfg.dead_quiet_s:
@@ -147,6 +156,16 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
             )
         else:
             ev.append(evidence(now, None, "stacks point elsewhere", ", ".join(odd)))
+    if writers:
+        ev.append(
+            evidence(
+                now,
+                None,
+                "checkpoint pause",
+                f"{', '.join(writers)} writing for {pause_s:.0f} s while the rest wait: longer than this launch's "
+                f"pauses allow ({allowed:.0f} s)",
+            )
+        )
     since = min(r.last_progress_at + exp for r, _, exp in quiet)
     phase = Counter(_phase(r) for r in live).most_common(1)[0][0]
     longest = max(q for _, q, _ in quiet)

@@ -235,12 +235,28 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     return 1 if regressions else 0
 
 
+def run_recording(case: Any, cfg: DetectConfig | None = None, tick_s: float = 1.0) -> ScenarioResult:
+    """A real run's recording (``specwatch agent --record``) on its own clock, judged against its truth."""
+    from app.offline.recording import play
+
+    return judge(case, play(case, cfg=cfg, tick_s=tick_s).incidents)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.corpus:
         return cmd_corpus(args)
     from agents.sim import scenario_names
 
-    names = args.scenario or scenario_names()
+    recorded = []
+    for d in args.recordings or []:
+        from pathlib import Path
+
+        from app.offline.recording import cases
+
+        if not Path(d).is_dir():
+            raise CommandError(f"--recordings {d}: no such directory")
+        recorded += cases(Path(d), T0)
+    names = args.scenario or ([] if recorded and args.recordings_only else scenario_names())
     unknown = [n for n in names if n not in scenario_names()]
     if unknown:
         raise CommandError(f"no scenario named {', '.join(unknown)} (have: {', '.join(scenario_names())})")
@@ -253,6 +269,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         results.append(run_scenario(n, cfg=cfg, seed=args.seed, tick_s=settings.detect_interval_s))
         if not args.json:
             print(f"  ran {n}", file=sys.stderr)
+    for case in recorded:
+        results.append(run_recording(case, cfg=cfg, tick_s=settings.detect_interval_s))
+        if not args.json:
+            print(f"  ran {case.name}", file=sys.stderr)
     ok = passed(results)
     if args.json:
         print(
@@ -284,6 +304,16 @@ def register(sub: Any) -> None:
         "--baseline",
         metavar="FILE",
         help="known-wrong cases (default DIR/expected-failures.toml): only a case wrong and not listed fails",
+    )
+    p.add_argument(
+        "--recordings",
+        metavar="DIR",
+        action="append",
+        help="also score the real runs recorded in DIR (`specwatch agent --record`, NAME.jsonl.gz with "
+        "NAME.truth.json beside it); repeatable",
+    )
+    p.add_argument(
+        "--recordings-only", action="store_true", help="with --recordings: leave the simulated scenarios out"
     )
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     p.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")

@@ -77,7 +77,7 @@ SCHEDULER_KINDS = MILESTONES | {
     "watchdog_debug",
     "placement_wait",  # vLLM's engine (its driver worker is rank 0) waiting for Ray's GPUs
 }
-SINGLE_RANK = "TP0"
+SINGLE_RANK = ranklabel.SOLE
 SERVING_COLLECTIVES = 1000
 # lines of processes wiring themselves together (agents/logparse/comms.py) -> the start-up phase they mean
 _WIRING = {"comm_setup": "dist_init", "capture_register": "cuda_graph_capture"}

@@ -28,6 +28,10 @@ PHASES = (
     "warmup",
     "ready",
     "serving",
+    # a generic torch.distributed job (app/rankstate/torchjob.py): its steps, a synchronous checkpoint, the end
+    "training",
+    "checkpoint",
+    "teardown",
     "stalled",
     "crashed",
     "exited",
@@ -35,7 +39,7 @@ PHASES = (
 STARTUP_PHASES = frozenset(
     {"starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup"}
 )
-LIVE_PHASES = STARTUP_PHASES | {"ready", "serving"}
+LIVE_PHASES = STARTUP_PHASES | {"ready", "serving", "training", "checkpoint", "teardown"}
 TERMINAL_PHASES = frozenset({"crashed", "exited"})
 
 # Start-up lines every scheduler logs for itself, in order: how far a rank has got, comparable across ranks.
@@ -125,6 +129,9 @@ class RankState:
     signals: list[Signal] = field(default_factory=list)
     last_error_at: float | None = None  # the rank's latest error line (its own exception, logged)
     stalled_from: str | None = None  # the phase a stalled rank returns to when it moves again
+    stopped_since: float | None = (
+        None  # first of an unbroken run of samples in state T (SIGSTOP, job control)
+    )
 
     # --- derived views --------------------------------------------------------------------------------
     @property
@@ -175,6 +182,29 @@ class Unnamed:
 
 
 @dataclass(slots=True)
+class EngineProc:
+    """An engine process that serves ranks without being one: vLLM's API server and ``VLLM::EngineCore``,
+    SGLang's main process. A stopped or dead one stops every rank it serves, whatever /health says. Not
+    persisted: the next process listing (every sample interval) rebuilds it."""
+
+    pid: int
+    host: str
+    name: str
+    role: str
+    seen_at: float
+    state: str | None = None
+    stopped_since: float | None = None
+    cpu_pct: float | None = None
+    cpu_busy_at: float | None = None
+    exited_at: float | None = None
+    exit_code: int | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.exited_at is None
+
+
+@dataclass(slots=True)
 class LaunchState:
     key: str
     deployment: str | None = None
@@ -209,6 +239,14 @@ class LaunchState:
     # of any kind (not persisted: both only matter while such a log is being read)
     unnamed: dict[tuple[str, int], Unnamed] = field(default_factory=dict)
     last_line_at: float | None = None
+    # the engine processes that are not ranks, by "host:pid" (app/rankstate/procs.py)
+    procs: dict[str, EngineProc] = field(default_factory=dict)
+    # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)
+    spec_method: str | None = None
+    # a torch job's own lines (app/rankstate/torchjob.py): the latest, and the gaps between them (its cadence,
+    # which says how long a pause of this job may last; not persisted, like decode_gaps)
+    job_line_at: float | None = None
+    job_gaps: list[float] = field(default_factory=list)
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)
@@ -296,6 +334,19 @@ def mark_stalled(r: RankState, ts: float) -> None:
         set_phase(r, "stalled", ts)
 
 
+def exit_unknown(r: RankState) -> bool:
+    """The rank's process exited and the agent saw no exit code (a launcher's child, not the agent's): whether
+    that was an end or a crash is for the launcher's lines and the peers to say."""
+    return r.phase == "exited" and r.exited_at is not None and r.exit_code is None
+
+
+def unmark_stalled(r: RankState, ts: float) -> None:
+    """The detector's stall on this rank is over (it resolved): back to the phase it stalled in."""
+    if r.phase == "stalled" and r.stalled_from:
+        set_phase(r, r.stalled_from, ts)
+        r.stalled_from = None
+
+
 def _remember(lst: list[Any], item: Any, limit: int) -> None:
     lst.append(item)
     if len(lst) > limit:
@@ -313,6 +364,8 @@ def launch_status(st: LaunchState) -> str:
         return "stalled"
     if phases == {"exited"}:
         return "exited"
+    if phases & {"training", "checkpoint", "teardown"} and not phases & STARTUP_PHASES:
+        return "training"
     for phase, word in (
         ("starting", "starting"),
         ("dist_init", "starting"),
@@ -339,6 +392,7 @@ _LAUNCH_FIELDS = (
     "shard_progress_at",
     "good_batch_max",
     "v0_drafted_total",
+    "spec_method",
 )
 
 

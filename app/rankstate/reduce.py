@@ -20,6 +20,7 @@ from app.rankstate.infer import (
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
     MILESTONES,
+    PHASES,
     SIGNAL_HISTORY,
     STARTUP_PHASES,
     TERMINAL_PHASES,
@@ -28,10 +29,14 @@ from app.rankstate.model import (
     RankState,
     Signal,
     _remember,
+    exit_unknown,
     progress,
     set_phase,
 )
+from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
+from app.rankstate.procs import note_gone as procs_gone
 from app.rankstate.serving import _int, produced, serving_event
+from app.rankstate.torchjob import job_line, place_from_stack
 from app.rankstate.unnamed import note_line
 
 # event kinds bound once: an enum member read off its class costs ~0.2 µs, and this runs per record
@@ -51,9 +56,21 @@ PHASE_OF_EVENT = {
     "mem_pool_end": "cuda_graph_capture",
     "capture_begin": "cuda_graph_capture",
     "capture_end": "warmup",
+    # vLLM V1: the compile warm-up, and the engine's "init engine (...) took N s": what is left is the ready line
+    "warmup_begin": "warmup",
+    "warmup_progress": "warmup",
+    "warmup_end": "warmup",
+    "engine_init_end": "warmup",
 }
+# Start-up steps an engine process that is not a rank reports for every rank it serves (vLLM's EngineCore logs
+# the KV cache size, the warm-up's end and "init engine took" for all its workers)
+ENGINE_STEPS = frozenset({"kv_alloc", "warmup_begin", "warmup_progress", "warmup_end", "engine_init_end"})
+_PHASE_ORDER = {p: i for i, p in enumerate(PHASES)}
 _PROGRESS_EVENTS = (
-    MILESTONES | BATCHES | {"shard_progress", "capture_progress", "capture_register", "comm_setup"}
+    MILESTONES
+    | BATCHES
+    | ENGINE_STEPS
+    | {"shard_progress", "capture_progress", "capture_register", "comm_setup"}
 )
 
 
@@ -98,10 +115,13 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         pid = ev.fields.get("pid")
         owner = fleet.by_pid.get((host, int(pid))) if isinstance(pid, int) else None
         _remember(st.stacks, (owner[1] if owner else None, _signal(ev)), SIGNAL_HISTORY)
+        if owner is not None and (r := st.ranks.get(owner[1])) is not None and ranklabel.is_torch(r.label):
+            place_from_stack(st, r, ev)
         return
     note_line(st, host, ev, label)  # the launch's latest line, and the process of one no rank took
     if label is None:
-        _launch_event(st, ev)
+        if not job_line(st, ev):
+            _launch_event(st, ev)
         return
     r = st.rank(label, host, ev.ts)
     r.last_seen = max(r.last_seen, ev.ts)
@@ -128,6 +148,16 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
                 st.dirty.add(r.label)
     elif k == "capture_progress":
         st.shard_progress_at = ev.ts
+    elif k in ENGINE_STEPS:
+        _engine_step(st, ev)
+    elif k == "engine_dead":
+        _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
+        for r in st.ranks.values():  # the front end lost its engine: every rank it served went down with it
+            if r.phase not in TERMINAL_PHASES or exit_unknown(r):
+                set_phase(r, "crashed", min(ev.ts, r.exited_at or ev.ts))
+                st.dirty.add(r.label)
+    elif k == "engine_config":
+        _learn_method(st, ev)
     elif k == "shard_progress":
         st.shard_progress_at = ev.ts
         for r in st.ranks.values():
@@ -150,6 +180,31 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
 
 
+def _phase_of(r: RankState) -> str:
+    return r.stalled_from if r.phase == "stalled" and r.stalled_from else r.phase
+
+
+def _engine_step(st: LaunchState, ev: wire.Event) -> None:
+    """An engine process's start-up step moves every live rank it serves that is not yet past it."""
+    phase = PHASE_OF_EVENT[ev.kind]
+    for r in st.ranks.values():
+        cur = _phase_of(r)
+        if cur not in STARTUP_PHASES:
+            continue
+        if _PHASE_ORDER[cur] < _PHASE_ORDER[phase]:
+            r.stalled_from = None
+            set_phase(r, phase, ev.ts)
+        progress(r, ev.ts, _describe(ev))
+        st.dirty.add(r.label)
+
+
+def _learn_method(st: LaunchState, ev: wire.Event) -> None:
+    method = ev.fields.get("speculative_algorithm")
+    if isinstance(method, str) and method and method.lower() not in ("none", "null"):
+        st.spec_method = method.lower()[:32]
+        st.speculative = True
+
+
 def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
     k = ev.kind
     f = ev.fields
@@ -157,10 +212,14 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         backfill(r, hint)
     if ev.severity in ("error", "critical"):
         r.last_error_at = ev.ts
+        if exit_unknown(r) and _own_error(r, r.exited_at or ev.ts) and k not in _CONSEQUENCES:
+            set_phase(r, "crashed", r.exited_at or ev.ts)  # its error line, read after its exit was seen
     if k in MILESTONES:
         r.milestones += 1
         r.last_milestone = k
     phase = PHASE_OF_EVENT.get(k)
+    if phase and k in ENGINE_STEPS and _phase_of(r) not in STARTUP_PHASES:
+        phase = None  # a compile step of a rank already serving (a new shape): it is serving still
     if phase and r.phase not in TERMINAL_PHASES:
         if r.phase == "stalled":
             r.stalled_from = None
@@ -204,8 +263,13 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
         progress(r, ev.ts, "log line")
     if k in _CONFIRMED or (ev.severity == "critical" and k not in ("raw", "gpu_xid")):
         _remember(r.signals, _signal(ev), SIGNAL_HISTORY)
-        if k in _CRASHES and r.phase not in TERMINAL_PHASES:
-            set_phase(r, "crashed", ev.ts)
+        # vLLM reports a worker that went down with a requested stop as "died unexpectedly (exit code: 0)"
+        clean = k == _CHILD_CRASHED and f.get("exit_code") in CLEAN_EXIT_CODES
+        if k in _CRASHES and not clean and (r.phase not in TERMINAL_PHASES or exit_unknown(r)):
+            # a launcher's "failed (exitcode: 1)" settles an exit the agent saw without a code
+            set_phase(
+                r, "crashed", r.exited_at if r.exited_at is not None and r.exited_at <= ev.ts else ev.ts
+            )
 
 
 _CONFIRMED = frozenset(
@@ -236,6 +300,20 @@ _CONFIRMED = frozenset(
 _CRASHES = frozenset({"child_crashed", "init_failed", "scheduler_exception", "collective_mismatch"})
 
 
+# a rank's own error line this soon before an exit without a code: it went down with that error (a line torn
+# down by its launcher or its peer going away is a consequence, app/detect/faults.py's _first_to_go)
+OWN_ERROR_BEFORE_S = 30.0
+_CONSEQUENCES = frozenset({"closing_signal", "peer_lost", "collective_timeout"})
+
+
+def _own_error(r: RankState, exited_at: float) -> bool:
+    return (
+        r.last_error_at is not None
+        and exited_at - OWN_ERROR_BEFORE_S <= r.last_error_at <= exited_at + 2.0
+        and not any(s.kind in _CONSEQUENCES for s in r.signals[-3:])
+    )
+
+
 def _describe(ev: wire.Event) -> str:
     f = ev.fields
     if ev.kind == _SHARD_PROGRESS:
@@ -253,6 +331,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         h.procs_listed_at = p.ts
     label = p.rank
     if label is None:
+        if p.role in SERVING_ROLES:
+            note_proc(fleet.launch(launch), host, p)
         return
     st = fleet.launch(launch)
     r = st.rank(label, host, p.ts)
@@ -263,6 +343,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         if u not in r.gpu_uuids:
             r.gpu_uuids.append(u)
     fleet.index_rank(launch, r)
+    if r.proc_seen_at is None or p.ts >= r.proc_seen_at:
+        r.stopped_since = stopped_since(r.stopped_since, p.state, p.ts)
     r.proc_state, r.proc_seen_at = p.state, p.ts
     r.threads, r.rss_bytes = p.threads, p.rss_bytes
     if p.cpu_pct is not None:
@@ -278,9 +360,9 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         r.io_read_bytes = p.io_read_bytes
     if p.state in ("exited", "Z", "X") and r.exited_at is None:
         r.exited_at, r.exit_code = p.ts, p.exit_code
-        # no exit code (not the agent's child) after the launcher sent it SIGTERM: torn down, not crashed
-        torn_down = p.exit_code is None and any(s.kind == _CLOSING_SIGNAL for s in r.signals)
-        clean = p.exit_code in CLEAN_EXIT_CODES or torn_down
+        # no exit code (not the agent's child: a launcher's worker) is not a crash by itself: the launcher's
+        # lines, the rank's own error just before, or peers left waiting for it settle it (app/detect/endings.py)
+        clean = p.exit_code in CLEAN_EXIT_CODES or (p.exit_code is None and not _own_error(r, p.ts))
         _remember(
             r.signals,
             Signal(
@@ -293,7 +375,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
             ),
             SIGNAL_HISTORY,
         )
-        set_phase(r, "exited" if clean else "crashed", p.ts)
+        if r.phase != "crashed":  # a crash line that came first is not undone by the exit that follows
+            set_phase(r, "exited" if clean else "crashed", p.ts)
 
 
 # Thresholds of the reducer's own bookkeeping (what counts as "busy", "reading", "growing").
@@ -345,6 +428,10 @@ def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
 def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
     """Ranks whose process vanished from their host's newer listings without an exit record: gone."""
     for st in fleet.launches.values():
+        for host in {e.host for e in st.procs.values() if e.live}:
+            h = fleet.hosts.get(host)
+            if h is not None and h.procs_listed_at is not None:
+                procs_gone(st, host, h.procs_listed_at, now, grace_s)
         for r in st.ranks.values():
             if r.phase in TERMINAL_PHASES or r.proc_seen_at is None:
                 continue

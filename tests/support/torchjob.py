@@ -5,7 +5,12 @@
 MODE: ``busy`` (the odd rank runs Python forever and never joins the second collective), ``preinit`` (the odd
 rank never calls init_process_group: its peers wait in the rendezvous), ``stall`` (the odd rank sleeps outside
 any collective: a test SIGKILLs it, or the job's own timeout fires), ``healthy`` (every rank computes on the
-CPU for JOB_WORK_S between collectives, then idles ready). JOB_ODD_RANK (default 2), JOB_TIMEOUT_S (the
+CPU for JOB_WORK_S between collectives, then idles ready), ``train`` (a training loop: JOB_STEPS steps of JOB_STEP_S
+of CPU work each, an all_reduce and a "step N" line per step; every JOB_CKPT_EVERY steps rank 0 checkpoints with
+torch.save for JOB_CKPT_S while its peers wait in a barrier; JOB_FAIL_STEP makes the odd rank raise at that
+step; after the last step every rank leaves the process group and exits 0), ``fifo`` (the odd rank blocks
+reading a FIFO nobody writes, outside any collective: it sleeps in the kernel, not on the CPU), ``mismatch``
+(the odd rank enters a broadcast where its peers enter an all_reduce). JOB_ODD_RANK (default 2), JOB_TIMEOUT_S (the
 process group's collective timeout, default 600), JOB_NICE (the niceness of a spinning rank, default 0).
 """
 
@@ -15,6 +20,7 @@ import os
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 MODE = sys.argv[1]
 RANK = int(os.environ["RANK"])
@@ -58,12 +64,61 @@ import torch.distributed as dist  # noqa: E402
 
 if MODE == "preinit" and RANK == ODD:
     wait_forever()
+
+
+def train() -> None:
+    """Steps of CPU work between collectives, synchronous checkpoints by rank 0, a clean end."""
+    steps, step_s = int(os.environ.get("JOB_STEPS", "10")), float(os.environ.get("JOB_STEP_S", "20"))
+    every, ckpt_s = int(os.environ.get("JOB_CKPT_EVERY", "0")), float(os.environ.get("JOB_CKPT_S", "30"))
+    fail = int(os.environ.get("JOB_FAIL_STEP", "0"))
+    out = os.environ.get("JOB_CKPT_DIR", "/tmp")
+    t = torch.ones(1024)
+    for step in range(1, steps + 1):
+        spin(step_s)
+        if step == fail and RANK == ODD:
+            raise RuntimeError(f"rank {RANK}: loss is NaN at step {step}")
+        dist.all_reduce(t)
+        print(f"rank {RANK}: step {step}", flush=True)
+        if every and step % every == 0:
+            if RANK == 0:
+                write_state(f"{out}/ckpt-{os.getpid()}.pt", ckpt_s)
+            dist.barrier()
+    dist.barrier()
+    print(f"rank {RANK}: done", flush=True)
+    dist.destroy_process_group()
+
+
+def write_state(path: str, seconds: float) -> None:
+    """A synchronous checkpoint: torch.save of a few MB, over and over, for ``seconds`` (slow storage). Named so
+    that nothing but torch.save's own frames says "checkpoint" to the detector."""
+    state = {"w": torch.randn(1 << 20)}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        torch.save(state, path)
+    Path(path).unlink()
+
+
+def read_fifo() -> None:
+    """Block in the kernel reading a FIFO nobody writes (a rank stuck on I/O: state S, no CPU)."""
+    path = f"/tmp/torchjob-fifo-{os.getpid()}"
+    os.mkfifo(path)
+    with open(path) as f:  # open() itself blocks until a writer comes: none does
+        f.read()
+
+
 dist.init_process_group("gloo", timeout=timedelta(seconds=float(os.environ.get("JOB_TIMEOUT_S", "600"))))
 print(f"rank {RANK}: joined", flush=True)
 t = torch.ones(1024)
 dist.all_reduce(t)
+if MODE == "train":
+    train()
+    sys.exit(0)
 if MODE == "busy" and RANK == ODD:
     spin(1e9)
+if MODE == "fifo" and RANK == ODD:
+    read_fifo()
+if MODE == "mismatch" and RANK == ODD:
+    dist.broadcast(t, src=0)
 if MODE == "stall" and RANK == ODD:
     wait_forever()
 if MODE == "healthy":

@@ -1,0 +1,61 @@
+"""Speculation methods, as the engines name them, and what a rejected draft means for each. An n-gram drafter
+has no checkpoint to check; a separate draft model is a model, not an EAGLE head; an MTP head lives in the
+target's own checkpoint. Advice that fits one method is wrong for another, so every cause the diagnosis gives
+is chosen by method.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Family = Literal["ngram", "draft_model", "eagle3", "eagle", "mtp", "other"]
+
+# vLLM's ``method`` (SpeculativeConfig), SGLang's ``--speculative-algorithm``, lower-cased
+_FAMILIES: dict[str, Family] = {
+    "ngram": "ngram",
+    "[ngram]": "ngram",
+    "ngram_gpu": "ngram",
+    "suffix": "ngram",
+    "lookahead": "ngram",
+    "draft_model": "draft_model",
+    "standalone": "draft_model",
+    "eagle3": "eagle3",
+    "eagle-3": "eagle3",
+    "eagle": "eagle",
+    "nextn": "mtp",
+    "mtp": "mtp",
+    "deepseek_mtp": "mtp",
+    "qwen3_next_mtp": "mtp",
+    "glm4_moe_mtp": "mtp",
+    "mimo_mtp": "mtp",
+    "ernie_mtp": "mtp",
+}
+
+
+def family(method: str | None) -> Family | None:
+    if not method:
+        return None
+    m = method.strip().lower()
+    if m in _FAMILIES:
+        return _FAMILIES[m]
+    return "mtp" if m.endswith("_mtp") else "other"
+
+
+def has_checkpoint(method: str | None) -> bool:
+    """Whether a draft checkpoint stands behind the method (n-gram and suffix decoding draft from text)."""
+    return family(method) != "ngram"
+
+
+def rejected_hint(method: str | None) -> str:
+    """The short "what to look at" for a draft whose tokens are rejected, by method."""
+    fam = family(method)
+    if fam == "ngram":
+        return (
+            "n-gram speculation drafts from the prompt itself: it is accepted only where the output repeats "
+            "the prompt; there is no checkpoint to check"
+        )
+    if fam == "draft_model":
+        return "the draft model predicts unlike the target: check it shares the target's tokenizer and family"
+    if fam == "mtp":
+        return "the MTP head is not the one trained for these weights: check where the engine read it from"
+    return "the draft's tokens are rejected; check the draft checkpoint and its hidden-state wiring"
