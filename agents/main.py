@@ -246,7 +246,13 @@ class Agent:
             self._metrics += ms
             c.metrics += len(ms)
         if src.logs is not None:
-            self._events += self._guard("log tail", src.logs.poll) or []
+            lines = self._guard("log tail", src.logs.poll) or []
+            self._events += lines
+            if src.preflight is not None:
+                # an engine whose command line the agent never saw still names its draft in its config line
+                for ev in lines:
+                    if ev.kind == wire.EventKind.ENGINE_CONFIG:
+                        self._guard("draft preflight", src.preflight.observe_config_line, ev.fields)
         for extra in src.extra:
             self._events += self._guard(extra.describe(), extra.collect, now) or []
         if src.stacks is not None:

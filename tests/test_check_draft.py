@@ -90,8 +90,9 @@ def test_missing_lm_head_stays_random_unless_taken_from_the_target(tmp_path: Pat
     [f] = by_code(report, "lm_head_missing")
     assert "random init" in f["effect"] and "lm_head.weight [200, 64]" in f["fix"]
 
-    # without draft_vocab_size SGLang borrows the target's head: a note, not a problem
-    cfg = draft_config(draft_vocab_size=None)
+    # draft_vocab_size null: SGLang borrows the target's head, a note, not a problem (the key must be there:
+    # LlamaForCausalLMEagle3 reads it as an attribute)
+    cfg = {**draft_config(), "draft_vocab_size": None}
     code, report = check(
         make_draft(tmp_path / "borrow", config=cfg, lm_head=False, d2t=False), "--target", target
     )
@@ -251,7 +252,7 @@ def test_text_report_reads_like_the_json(tmp_path: Path, kimi: Path) -> None:
         ("noconfig", "has no config.json"),
         ("badjson", "is not valid JSON"),
         ("notsafetensors", "is not a safetensors file"),
-        ("noweights", "has no *.safetensors files"),
+        ("noweights", "has no weights (*.safetensors, *.bin or *.pt)"),
     ],
 )
 def test_unreadable_checkpoints_exit_2_with_one_sentence(tmp_path: Path, setup: str, message: str) -> None:

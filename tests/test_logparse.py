@@ -224,7 +224,10 @@ def test_a_traceback_becomes_one_event_with_its_exception_type() -> None:
         "[2025-02-07 02:00:01] Received sigquit from a child process. It usually means the child failed.",
     ]
     events = parse_lines(lines)
-    assert [e.kind for e in events] == ["scheduler_exception", "traceback", "child_crashed"]
+    # the exception is NCCL's own failure, on TP5 (the traceback's rank): that rank's end, as the launcher's
+    # sigquit line after it says for the whole launch
+    assert [e.kind for e in events] == ["scheduler_exception", "traceback", "child_crashed", "child_crashed"]
+    assert events[2].rank == "TP5" and events[2].fields["engine"] == "nccl"
     tb = events[1]
     check(tb, "traceback", "TP5", "2025-02-07 02:00:00", exc_type="torch.distributed.DistBackendError")
     assert tb.severity == "error"

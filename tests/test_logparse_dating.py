@@ -4,6 +4,7 @@ time, undated lines, and never an incident dated 1970."""
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -107,8 +108,13 @@ def test_undated_lines_take_the_last_timestamp_or_the_live_read_time() -> None:
     live = utc("2025-02-07 02:05:00")
     p.feed("Traceback (most recent call last):", now=live)
     p.feed('  File "x.py", line 1, in <module>', now=live)
-    (tb,) = p.feed("RuntimeError: CUDA error: an illegal memory access was encountered", now=live) + p.flush()
+    tb, crash = (
+        p.feed("RuntimeError: CUDA error: an illegal memory access was encountered", now=live) + p.flush()
+    )
     assert tb.kind == "traceback" and tb.ts == live
+    assert (
+        crash.kind == "child_crashed" and crash.ts == live
+    )  # the CUDA context is lost: the process goes down
     # a read time behind the log's own clock (a skewed host) never moves events back in time
     (ev,) = p.feed("another unknown line", now=utc("2025-02-07 01:00:00"))
     assert ev.ts == pytest.approx(utc("2025-02-07 02:00:00"))
@@ -149,3 +155,25 @@ def test_an_undated_traceback_read_live_takes_the_time_it_was_read_not_noon_of_t
     tb = [e for e in out if e.kind == "traceback"]
     assert len(tb) == 1 and "EngineDeadError" in str(tb[0].fields.get("exc_type"))
     assert read_at <= tb[0].ts <= read_at + 2, tb[0].ts - read_at
+
+
+def test_replay_start_dates_a_file_with_no_time_and_keeps_its_order(tmp_path: Path) -> None:
+    # issue 31: a pasted traceback has no time on any line; the user who knows when it happened says so
+    from app.offline.replay import parse_files
+
+    log = tmp_path / "paste.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+        encoding="utf-8",
+    )
+    at = utc("2025-03-04 10:00:00")
+    evs = [e for _, e in parse_files([log], start=at)]
+    assert [e.kind for e in evs] == ["traceback", "child_crashed"]  # the paste's own order
+    assert {e.ts for e in evs} == {at}
+    # a file whose lines carry their own time is not moved by --start
+    dated = tmp_path / "dated.log"
+    dated.write_text("[2025-02-07 02:00:00 TP1] Load weight begin. avail mem=10.00 GB\n", encoding="utf-8")
+    (ev,) = [e for _, e in parse_files([dated], start=at)]
+    assert ev.ts == utc("2025-02-07 02:00:00")

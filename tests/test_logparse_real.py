@@ -75,7 +75,8 @@ def test_a_collectors_stamp_dates_lines_without_a_time_and_its_zone_is_exact() -
         "2025-03-01T10:00:02Z [2025-03-01 10:00:02 TP0] Decode batch, #running-req: 1, #queue-req: 0",
     ]
     kinds = [e.kind for line in lines for e in p.feed(line)]
-    assert kinds == ["traceback", "decode_batch"], kinds
+    # the exception is CUDA's own failure: the traceback, and the crash its message reports
+    assert kinds == ["traceback", "child_crashed", "decode_batch"], kinds
 
 
 def test_a_supervisors_python_logging_around_a_whole_traceback() -> None:
@@ -89,7 +90,8 @@ def test_a_supervisors_python_logging_around_a_whole_traceback() -> None:
             "2025-03-08 02:04:48,694 - __main__ - INFO - torch.OutOfMemoryError: CUDA out of memory.",
         ]
     )
-    assert [e.kind for e in events] == ["scheduler_exception", "traceback"]
+    # and CUDA's out-of-memory is the scheduler's end: the crash its exception reports
+    assert [e.kind for e in events] == ["scheduler_exception", "traceback", "child_crashed"]
     check(events[1], "traceback", "TP0", "2025-03-08 02:04:48", exc_type="torch.OutOfMemoryError")
 
 

@@ -18,6 +18,7 @@ PURE = (
     "agents.logparse",
     "app.acceptance.diagnosis",
     "app.acceptance.breakdown",
+    "app.acceptance.methods",
 )
 IO_LIBRARIES = {
     "sqlalchemy", "alembic", "psycopg", "httpx", "fastapi", "starlette", "uvicorn", "sse_starlette", "jinja2",

@@ -47,7 +47,8 @@ def test_the_worker_of_a_world_of_one_is_tp0_in_its_lines_and_its_process_title(
         classify(["VLLM::EngineCore"]),
         classify(["VLLM::Worker_TP1"]),
     )
-    assert worker is not None and worker.rank == "TP0" and worker.role == "worker"
+    # untagged: the only rank, or a worker vLLM has not renamed yet; its own lines say which (by its pid)
+    assert worker is not None and worker.rank is None and worker.role == "worker"
     assert core is not None and core.rank is None and core.role == "scheduler"  # serves ranks, is not one
     assert tp1 is not None and tp1.rank == "TP1"
 
@@ -145,3 +146,42 @@ def test_ngram_at_one_is_the_traffic_not_a_broken_checkpoint() -> None:
     assert "check-draft" not in str(d.causes)
     eagle = diagnose(LaunchSpecEvidence(points=ev.points, method="eagle3"))
     assert eagle.verdict == "draft_broken" and "check-draft" in str(eagle.causes)
+
+
+def test_a_launch_that_ended_ends_its_open_low_acceptance_saying_so() -> None:
+    from app.offline.driver import OfflineRun
+
+    run = OfflineRun(DetectConfig(agent_silent_enabled=False), tick_s=1.0)
+    events = parse_lines((LOGS / "eagle3-rejected-then-sigterm.log").read_text().splitlines())
+    for ev in events:
+        run.advance(ev.ts)
+        run.events("h", [ev])
+        run.processes("h", [_proc(ev.ts, 12, "VLLM::Worker", "S", "worker", "TP0")])
+    low = [i for i in run.incidents if i.kind == "low_acceptance"]
+    assert low and low[0].resolved_at is None, "the rejected draft is open while the engine runs"
+    end = events[-1].ts + 1
+    exited = _proc(end, 12, "VLLM::Worker", "exited", "worker", "TP0")
+    run.processes("h", [exited])
+    run.advance(end + 3)
+    assert low[0].resolved_at is not None and "launch ended" in low[0].summary, low[0].summary
+    assert [i.kind for i in run.incidents if i.kind == "rank_crashed"] == []
+
+
+def test_tp2_workers_named_first_by_global_rank_then_by_tp_tag_are_two_ranks_not_four() -> None:
+    run, _ = replay([LOGS / "tp2-start-and-stop.log"], tick_s=1.0)
+    ranks = run.launch.ranks
+    assert sorted(ranks) == ["TP0", "TP1"], sorted(ranks)
+    assert ranks["TP1"].aka == "rank1" and ranks["TP1"].milestones >= 2  # its dist init came along
+    assert run.incidents == []
+
+
+def test_an_untagged_worker_process_is_the_rank_its_own_lines_named() -> None:
+    fleet = Fleet()
+    line = wire.Event(
+        ts=T, kind="dist_init_begin", message="world_size=1 rank=0 local_rank=0", rank="TP0",
+        fields={"global_rank": 0, "world_size": 1, "pid": 12, "process": "Worker"},
+    )  # fmt: skip
+    apply_event(fleet, "L", "h", line)
+    apply_process(fleet, "L", "h", _proc(T + 1, 12, "VLLM::Worker", "S", "worker", None))
+    st = fleet.launches["L"]
+    assert list(st.ranks) == ["TP0"] and st.ranks["TP0"].pid == 12 and st.ranks["TP0"].proc_state == "S"

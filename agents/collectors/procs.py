@@ -125,12 +125,13 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
 
 
 def _vllm_rank(role: Role, tags: str | None) -> str | None:
-    """A vLLM worker is a rank: ``VLLM::Worker_TP1`` is TP1, and an untagged ``VLLM::Worker`` (every dimension
-    of one) the engine's only rank. EngineCore (``_DP1`` at DP > 1) and the API server serve ranks without being
-    one: they are the launch's engine processes (their state and exit still count, app/rankstate)."""
+    """A vLLM worker is a rank: ``VLLM::Worker_TP1`` is TP1. An untagged ``VLLM::Worker`` is either the only
+    rank (TP=1) or a worker not yet renamed (vLLM sets the tags after its distributed init): its own log lines
+    name it, and the server ties the pid to that rank. EngineCore (``_DP1`` at DP > 1) and the API server serve
+    ranks without being one: they are the launch's engine processes (their state and exit still count)."""
     if role != "worker":
         return None
-    return ranklabel.from_tags(tags) or ranklabel.SOLE
+    return ranklabel.from_tags(tags)
 
 
 class ProcessBackend(Protocol):

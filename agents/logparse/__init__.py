@@ -1,4 +1,5 @@
-"""Pure engine-log parser: SGLang, vLLM, PyTorch ProcessGroupNCCL and NCCL lines -> ``wire.Event``.
+"""Pure engine-log parser: SGLang, vLLM, PyTorch ProcessGroupNCCL, NCCL, Ascend NPU and TensorRT-LLM lines ->
+``wire.Event``.
 
 Event kinds and their fields are listed in docs/architecture.md.
 """

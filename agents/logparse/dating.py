@@ -5,12 +5,13 @@ lines that wait for the log's first time."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, tzinfo
 from typing import Any
 
 from agents.wire import Event
 
-from . import heads
+from . import ascend, heads, trtllm
 from .clock import LocalClock, zoned
 from .progress import looks_like_bar
 from .values import Fields
@@ -159,10 +160,13 @@ class Dating:
                 or heads.GLOG.match(s)
                 or heads.RANK_ONLY.match(s)
                 or heads.BRACKET_MD.match(s)
+                or s.startswith(ascend.ERROR_SUMMARY)  # CANN's one-line summary opens an error block
+                or ascend.npu_head(s) is not None
+                or trtllm.HEAD.match(s)
             )
         if looks_like_bar(s):
             return True
-        if c.isupper() and (heads.GLOG_BARE.match(s) or heads.PYLOG.match(s)):
+        if c.isupper() and (heads.GLOG_BARE.match(s) or heads.PYLOG.match(s) or ascend.npu_head(s)):
             return True
         return bool(
             heads.DATED.match(s) or heads.VLLM.match(s) or heads.UVICORN.match(s) or heads.NCCL.match(s)
@@ -210,6 +214,15 @@ class Dating:
                 m2 = heads.CRI.match(rest) or heads.LOKI.match(rest)
                 if m2:
                     rest = rest[m2.end() :]
+        elif c.isdigit() and s[4:5] == "/":
+            # Go's and many tools' "2024/07/12 02:23:54 " (a benchmark client, trtllm#1938)
+            m = _SLASHED.match(s)
+            if m is None:
+                return None
+            g = m.groups()
+            y, mo, d, h, mi, sec = (int(x) for x in g[:6])
+            ts = self.clock.epoch(y, mo, d, h, mi, sec, heads.frac(g[6]))
+            rest = s[m.end() :]
         elif c.isupper() and s[3:4] == " " and s[:3] in heads.MONTHS:
             m = heads.JOURNAL.match(s)
             if m is None:
@@ -222,6 +235,9 @@ class Dating:
         self._saw("collector", ts, False)
         self._ts(ts, now)
         return rest
+
+
+_SLASHED = re.compile(r"(\d{4})/(\d\d)/(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))? ")
 
 
 def tagged(process: object) -> bool:

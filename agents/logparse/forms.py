@@ -9,12 +9,14 @@ import re
 from agents import ranklabel
 from agents.wire import Event
 
-from . import heads, torchrun
+from . import ascend, heads, torchrun, trtllm
 from .dating import Dating
+from .elastic import FailureSummary
 from .progress import Bar
 from .sglang import sglang_message
+from .summary import SpecSummary
 from .supervisors import supervisor_message
-from .torch_nccl import glog_severity, mismatch_fields, nccl_message, torch_message
+from .torch_nccl import glog_severity, mismatch_fields, nccl_error, nccl_message, torch_message
 from .traceback import Traceback, cut_message
 from .values import MAX_FIELDS, Fields
 from .vllm import vllm_message
@@ -30,6 +32,9 @@ class Forms(Dating):
     _pid_ranks: dict[int, str]
     _bars: dict[str, tuple[float, float]]
     _capture_target: str | None
+    _summary: SpecSummary
+    _tb: Traceback | None
+    _failures: FailureSummary
 
     # the parser's own (agents/logparse/parser.py): a line's message, and a physical line
     def _message(
@@ -39,6 +44,23 @@ class Forms(Dating):
 
     def _line1(self, s: str, now: float | None) -> list[Event]:
         raise NotImplementedError
+
+    def flush(self, now: float | None = None) -> list[Event]:
+        """Emit what is open (a traceback, a summary block, lines waiting for the log's first time). ``now``:
+        the time a live reader flushes at; lines of a log that never gave a time then take it (without it,
+        noon of the log's date stands in, which live would put lines hours off the agent's clock)."""
+        tb, self._tb = self._tb, None
+        out = self._tb_events(tb) if tb is not None else []
+        report = self._summary.close()
+        if report is not None:  # dated like the block's last line (a log with no time: as held lines are)
+            out.append(
+                self._make(self._ts(None, None), "spec_metrics", "info", "", self.default_rank, report)
+            )
+        if self._held or self.last_ts is None:
+            self._held += out
+            ref = self._reference_ts() if self.last_ts is not None or now is None else now
+            out = self._release(ref)
+        return out
 
     def _make(self, ts: float, kind: str, sev: str, msg: str, rank: str | None, fields: Fields) -> Event:
         if len(fields) > MAX_FIELDS:
@@ -88,6 +110,55 @@ class Forms(Dating):
             for k, v in extra.items():
                 fields.setdefault(k, v)
         return self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)
+
+    def _accelerator(self, s: str, now: float | None, extra: Fields | None) -> list[Event] | None:
+        """The headers of torch_npu, CANN and TensorRT-LLM (agents/logparse/ascend.py, trtllm.py): each its own
+        date (CANN's ``YYYY-MM-DD-HH:MM:SS``) or none, a level, a pid and a device where it names them."""
+        c, c1 = s[:1], s[1:2]
+        fields: Fields = dict(extra) if extra else {}
+        rank = self.default_rank
+        stamp = trtllm.STAMP.match(s) if c == "[" and c1.isdigit() else None
+        at = stamp.end() if stamp else 0
+        if c == "[" and (c1 == "T" or stamp) and (m := trtllm.HEAD.match(s, at)):
+            lv = m.group(1)
+            level = heads.LEVELS.get(lv) or trtllm.LEVELS.get(lv, "info")
+            msg = s[m.end() :]
+            ts = None
+            if stamp:
+                mo, d, y, h, mi, sec = (int(x) for x in stamp.groups())
+                ts = self.clock.epoch(y, mo, d, h, mi, sec)
+            self._saw("trtllm", ts, False)
+            hit = trtllm.trtllm_message(msg)
+            if hit is not None:
+                if "global_rank" in hit[2]:
+                    rank = f"rank{hit[2]['global_rank']}"
+                return [self._make(self._ts(ts, now), hit[0], hit[1], msg, rank, {**fields, **hit[2]})]
+            return self._message(self._ts(ts, now), msg, rank, level, fields)
+        head = ascend.npu_head(s)
+        if head is None:
+            return None
+        fields.update(head.fields)
+        if head.rank is not None:
+            fields["global_rank"] = head.rank
+            rank = f"rank{head.rank}"
+        at_ts = self.clock.epoch(*head.ymdhms, head.frac)
+        self._saw("npu", at_ts, head.rank is not None)
+        npu_level = heads.LEVELS.get(head.level or "")
+        return self._message(self._ts(at_ts, now), s[head.end :], rank, npu_level, fields)
+
+    def _block_line(self, s: str, ts: float) -> list[Event]:
+        """A headerless line that belongs to a block printed as a whole: vLLM's acceptance summary
+        (summary.py) or torchrun's summary of failed workers (elastic.py), read as the block's events."""
+        report = self._summary.offer(s)
+        if report is not None:
+            return [self._make(ts, "spec_metrics", "info", s, self.default_rank, report)]
+        failed = self._failures.offer(s) if s[:1] in " R[" else None
+        if failed is None:
+            return []
+        fields, when = failed
+        at = self.clock.epoch(*when) if when else None  # the entry's own time, or the log's
+        rank = ranklabel.torch_label(int(fields["global_rank"]))  # type: ignore[arg-type]
+        return [self._make(at if at is not None else ts, "child_crashed", "critical", s, rank, fields)]
 
     def _torchrun(self, m: re.Match[str], s: str, now: float | None) -> list[Event] | None:
         """torchrun's own lines (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874] ...``) that say a
@@ -157,8 +228,13 @@ class Forms(Dating):
         out = [self._tb_event(tb)]
         exc = tb.exc_line or ""
         head, sep, said = exc.partition(": ")
-        if sep and head[-5:] in ("Error", "ption") and said[:1].isupper():
-            hit = sglang_message(said) or vllm_message(said) or supervisor_message(said)
+        if sep and head[-5:] in ("Error", "ption"):
+            hit = None
+            if said[:1].isupper():
+                hit = sglang_message(said) or vllm_message(said) or supervisor_message(said)
+                hit = hit or trtllm.trtllm_message(said)
+            # torch_npu's messages start with the C++ function's name ("operator():build/...: NPU function error")
+            hit = hit or ascend.fatal_exception(said) or nccl_error(said)
             if hit is not None and hit[0] in _REPORTED_IN_EXCEPTIONS:
                 out.append(self._make(tb.ts, hit[0], hit[1], said, tb.rank, hit[2]))
         return out

@@ -13,15 +13,17 @@ from datetime import UTC, date, tzinfo
 from agents.cleantext import clean_text
 from agents.wire import Event
 
-from . import heads, torchrun
+from . import envelope, heads, torchrun
+from .ascend import fatal_exception_line, npu_message
 from .comms import comm_message
 from .config import config_fields, is_config_dump
+from .elastic import FailureSummary
 from .forms import Forms, guess_severity, worker_pid
 from .progress import looks_like_bar, parse_bar
 from .sglang import sglang_message
 from .summary import SpecSummary
 from .supervisors import supervisor_message
-from .torch_nccl import TORCH_STARTS, glog_severity, torch_message
+from .torch_nccl import TORCH_STARTS, glog_severity, nccl_error, torch_message
 from .traceback import FRAME, START, Traceback
 from .values import Fields
 from .vllm import vllm_message
@@ -54,6 +56,7 @@ class LogParser(Forms):
         self._pid_ranks: dict[int, str] = {}  # vLLM workers' pids -> the rank their own lines named
         self._wrap: Wrap | None = None  # a long glog line whose next physical line may be its continuation
         self._summary = SpecSummary()  # vLLM's end-of-run acceptance summary, a block of bare lines
+        self._failures = FailureSummary()  # torchrun's summary of the workers that failed, another such block
 
     @property
     def pending(self) -> bool:
@@ -96,29 +99,14 @@ class LogParser(Forms):
                 )
             ]
 
-    def flush(self, now: float | None = None) -> list[Event]:
-        """Emit what is open (a traceback, a summary block, lines waiting for the log's first time). ``now``:
-        the time a live reader flushes at; lines of a log that never gave a time then take it (without it,
-        noon of the log's date stands in, which live would put lines hours off the agent's clock)."""
-        tb, self._tb = self._tb, None
-        out = self._tb_events(tb) if tb is not None else []
-        report = self._summary.close()
-        if report is not None:  # dated like the block's last line (a log with no time: as held lines are)
-            out.append(
-                self._make(self._ts(None, None), "spec_metrics", "info", "", self.default_rank, report)
-            )
-        if self._held or self.last_ts is None:
-            self._held += out
-            ref = self._reference_ts() if self.last_ts is not None or now is None else now
-            out = self._release(ref)
-        return out
-
     # -- internals ---------------------------------------------------------------------------------------
 
     def _line(self, s: str, now: float | None) -> list[Event]:
         """One physical line. A PyTorch glog line a terminal hard-wrapped goes on in lines with no header
         (vlm-r1#257: 116 columns, 'ProcessGroupNCCL' / 's watchdog got stuck for 480 seconds'): the pieces are
         joined and read again, and what the whole line says that its first piece did not is emitted then."""
+        if envelope.glued(s) and (glued := envelope.unglue(s)) is not None:  # two lines pasted as one
+            return self._line(glued[0], now) + self._line(glued[1], now)
         w, self._wrap = self._wrap, None
         if w is not None and w.takes(s) and not self._structured(s):
             w.add(s)
@@ -141,6 +129,11 @@ class LogParser(Forms):
                 self._tb.add("")
             return []
         c = s[0]
+        if envelope.may_wrap(s):  # what quoting, re-throwing and collecting put in front (envelope.py)
+            s = envelope.peel(s)
+            if (lab := envelope.label(s)) is not None:
+                return self._tb_then_parse(lab[1], lab[1][0], now, {"process": lab[0]})
+            c = s[0]
         if c == "[" and s[1:3] == "20" and s[11:12] == " ":  # SGLang's own dated header: nothing in front
             return self._tb_then_parse(s, c, now, None)
         if (
@@ -310,16 +303,14 @@ class LogParser(Forms):
             if m:
                 self._saw("uvicorn", None, False)
                 return self._uvicorn(s, m.end(), heads.LEVELS[m.group(1)], now, extra)
+        if (c == "[" or (c.isupper() and s[2:6].isdigit())) and (npu := self._accelerator(s, now, extra)):
+            return npu
         if looks_like_bar(s):
             bar = parse_bar(s)
             if bar is not None:
                 return self._bar(bar, s, now, extra)
         ts = self._ts(None, now)
-        out = self._message(ts, s, self.default_rank, None, extra)
-        report = self._summary.offer(s)
-        if report is not None:
-            out.append(self._make(ts, "spec_metrics", "info", s, self.default_rank, report))
-        return out
+        return self._message(ts, s, self.default_rank, None, extra) + self._block_line(s, ts)
 
     def _message(
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
@@ -337,7 +328,9 @@ class LogParser(Forms):
             tb.prefixed = True
             self._took = True
             return []
+        msg, level, extra = envelope.inner_fields(msg, level, extra)  # "[INFO] [launch.py:428:f] ..."
         hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
+        hit = hit or npu_message(msg) or nccl_error(msg) or fatal_exception_line(msg)
         if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):
             hit = torchrun.launcher_message(
                 msg
@@ -367,7 +360,10 @@ class LogParser(Forms):
         elif self._tb is None and msg[:1] in "F " and FRAME.match(msg):
             # a traceback whose "Traceback (most recent call last):" line is not in the log (an excerpt, a
             # paste): its frames start it all the same
-            self._tb = Traceback(ts, rank, bare=msg[0] == "F", source=msg[0] == "F")
+            head = self._head_of(msg)  # a logger that repeats its header on every line: the rest follow it
+            self._tb = Traceback(
+                ts, rank, bare=msg[0] == "F", source=msg[0] == "F", key=(head, rank) if head else None
+            )
             self.tracebacks_opened += 1
             self._tb.add(msg)
             return out

@@ -12,6 +12,16 @@ Match = tuple[str, str, Fields]
 # Ray's memory monitor: "1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed ..."
 _RAY_OOM = re.compile(r"(\d{1,7}) Workers \(tasks / actors\) killed due to memory pressure \(OOM\)")
 
+_RAY_DIED = (
+    "A worker died or was killed while executing a task",
+    "The actor is dead because its worker process has died",
+    "The actor died unexpectedly before finishing this task",
+    "ray.exceptions.ActorDiedError:",
+)
+_LMDEPLOY_DIED = ("Engine loop failed with error", "Task <EngineMainLoop> failed")
+_RETURN_CODE = re.compile(r"exits with return code = (-?\d{1,4})$")
+_EXIT_TYPE = re.compile(r"Worker exit type: (\w{1,40})")
+
 
 def supervisor_message(msg: str) -> Match | None:
     if "killed due to memory pressure" in msg:
@@ -22,6 +32,18 @@ def supervisor_message(msg: str) -> Match | None:
                 "critical",
                 {"engine": "ray", "cause": "host_oom", "killed": int(m.group(1))},
             )
+    elif msg.startswith(_RAY_DIED):
+        # Ray's raylet and driver: a worker process or an actor's process exited unexpectedly (SIGKILL, the OOM
+        # killer, a segfault); the lines name Ray's ids, not the engine's rank (verl#472, #4921, lmdeploy#3343)
+        m = _EXIT_TYPE.search(msg, 0, 2000)
+        return "child_crashed", "critical", {"engine": "ray", "cause": (m.group(1) if m else "worker died")}
+    elif msg.startswith(_LMDEPLOY_DIED):
+        # lmdeploy's PyTorch engine: its main loop raised, the engine is gone (lmdeploy#2471, #3459)
+        return "child_crashed", "critical", {"engine": "lmdeploy", "process": "engine loop"}
+    elif "exits with return code = " in msg[-60:] and (rc := _RETURN_CODE.search(msg, max(0, len(msg) - 60))):
+        # DeepSpeed's launcher: a worker process exited non-zero (deepspeed#3232: -9, the OOM killer)
+        if int(rc.group(1)) != 0:
+            return "child_crashed", "critical", {"engine": "deepspeed", "exit_code": int(rc.group(1))}
     elif msg.startswith("Got fatal signal from worker processes"):
         return "child_crashed", "critical", {"engine": "vllm", "process": "worker processes"}
     return None

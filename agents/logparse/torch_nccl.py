@@ -66,6 +66,11 @@ def torch_message(msg: str, level: str) -> Match:
         return "nccl_timeout", "error", fields
     if "Heartbeat monitor timed out" in msg:
         return "nccl_heartbeat", "critical", fields
+    if "we are taking the entire process down" in msg:
+        # the watchdog's verdict on a collective that failed or timed out, the one line of its report an
+        # excerpt may keep (diffusers#12422): the rank is about to abort, its peers wait in that collective
+        fields["cause"] = "watchdog_abort"
+        return "collective_timeout", "error", fields
     if "got stuck for" in msg:
         m = _STUCK.search(msg)
         if m:
@@ -150,3 +155,23 @@ def mismatch_fields(msg: str, fields: Fields) -> Fields:
         fields["op_types"] = ",".join(o for _, _, o in found)[:256]
         fields["rank_index"] = int(found[0][0])
     return fields
+
+
+# NCCL's own failure, raised or logged: the collective library gave up (a socket, a device, a peer), and the rank
+# that reports it cannot go on (pytorch#149984, ms-swift#1233, learnable-triangulation#81)
+_NCCL_FAILED = re.compile(
+    r"NCCL error in: |raised the following async exception: NCCL error|NCCL communicator was aborted|"
+    r"nccl(?:System|UnhandledCuda|Internal|Remote|InvalidUsage)Error"
+)
+_NCCL_ERROR_NAME = re.compile(r"nccl(?:System|UnhandledCuda|Internal|Remote|InvalidUsage)Error")
+
+
+def nccl_error(text: str) -> Match | None:
+    """NCCL's report that it failed, in a line or an exception's message."""
+    if "NCCL" not in text[:400] and "nccl" not in text[:400]:
+        return None
+    m = _NCCL_FAILED.search(text, 0, 600)
+    if m is None:
+        return None
+    name = _NCCL_ERROR_NAME.search(text, 0, 800)
+    return "child_crashed", "critical", {"engine": "nccl", "cause": name.group(0) if name else "nccl_error"}

@@ -64,6 +64,11 @@ class Traceback:
             self.source = s.startswith("File ")
             self.add(s)
             return True
+        if self._cut():
+            # the previous line was cut by the terminal it was copied from ('... train_datalo$', or a frame
+            # line stopped mid-path): this one is its rest, whatever it starts with
+            self.add(s)
+            return True
         if s[0] in " \t":
             self.add(s)
             if self.phase == "chain":
@@ -92,6 +97,13 @@ class Traceback:
             self.tail += 1
             return True
         return False
+
+    def _cut(self) -> bool:
+        last = self.lines[-1] if self.lines else ""
+        if last.endswith("$") and len(last) >= 60:
+            return True
+        # a frame line stopped inside its path ('File "/home/x/torch/tens'): no closing quote before its line number
+        return self.phase == "frames" and last.lstrip().startswith('File "') and '", line ' not in last
 
     def fields(self) -> Fields:
         out: Fields = {}

@@ -1,9 +1,12 @@
-"""EAGLE-3 draft checkpoint preflight: pure checks over config files and safetensors headers, used by
-``specwatch check-draft`` and by the agent when it sees a launch with a draft.
+"""Draft checkpoint preflight: pure checks over config files and weight-file headers, used by
+``specwatch check-draft`` and by the agent when it sees a launch with a draft. Each draft family (EAGLE-3,
+EAGLE, MTP / NextN, a plain draft model; ngram and suffix decoding have no checkpoint) is checked by its own
+rules only (agents.preflight.family, agents.preflight.check).
 
-The agent's hook: ``scan_cmdline(cmdline)`` finds the draft a launch names, ``run_preflight(path)`` checks
-it (never raises; reads headers only, so it takes well under a second even for large checkpoints) and
-``preflight_event(...)`` turns the findings into the ``draft_preflight`` event the server diagnoses with.
+The agent's hook: ``scan_launch(cmdline)`` finds the speculative setup a launch names, ``run_preflight(path,
+method=...)`` checks it (never raises; reads headers only, so it takes well under a second even for large
+checkpoints) and ``preflight_event(...)`` turns the findings into the ``draft_preflight`` event the server
+diagnoses with.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ import json
 from pathlib import Path
 
 from agents import wire
+from agents.preflight.check import ENGINES, check_draft, no_checkpoint
 from agents.preflight.checkpoint import Checkpoint, CheckpointError, load_checkpoint, load_target
 from agents.preflight.cmdline import SpecConfig, local_checkpoint, scan_cmdline, scan_launch
-from agents.preflight.eagle3 import ENGINES, check_draft
+from agents.preflight.family import NO_CHECKPOINT, from_method
 from agents.preflight.findings import Finding, as_text, counts, exit_code, sort_findings, summary_line
 
 __all__ = [
@@ -37,13 +41,22 @@ FINDINGS_JSON_MAX = 6000
 
 
 def run_preflight(
-    path: str | Path,
+    path: str | Path | None,
     target: str | Path | None = None,
     engine: str = "sglang",
     engine_version: str | None = None,
+    method: str | None = None,
 ) -> list[Finding]:
-    """Check a draft (and its target when given) as ``engine`` would load it. Never raises: a checkpoint
-    that cannot be read is itself a finding."""
+    """Check a draft (and its target when given) as ``engine`` would load it for the launch's ``method``
+    (None: decided from the checkpoint, or by vLLM's own rule). Never raises: a checkpoint that cannot be read
+    is itself a finding. ngram / suffix decoding have no checkpoint: one note, nothing read."""
+    fam = from_method(method)
+    if fam in NO_CHECKPOINT:
+        return no_checkpoint(fam or "", engine)
+    if path is None:
+        if fam != "mtp" or target is None:
+            return [Finding("draft_unreadable", "warning", "the launch names no draft checkpoint")]
+        path = target  # MTP without a draft path: the target checkpoint carries its own MTP layer
     draft_dir = local_checkpoint(str(path))
     if draft_dir is None:
         return [
@@ -66,7 +79,7 @@ def run_preflight(
         except CheckpointError:
             tgt = None  # the draft's own checks still stand; the engine will report a broken target loudly
     try:
-        return check_draft(draft, tgt, engine, engine_version)
+        return check_draft(draft, tgt, engine, engine_version, method, model=str(path))
     except ValueError as exc:
         return [Finding("preflight_failed", "warning", str(exc))]
 

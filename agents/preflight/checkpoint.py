@@ -1,5 +1,7 @@
 """A checkpoint directory as preflight sees it: its config.json and the keys, shapes and dtypes of its
-tensors, read from safetensors headers only (sharded through ``model.safetensors.index.json`` or not)."""
+tensors, read from headers only: safetensors (sharded through ``model.safetensors.index.json`` or not), else
+``pytorch_model*.bin`` / ``*.pt`` (``pytorch_model.bin.index.json``) through agents.preflight.torchfile, which
+never unpickles them. Both engines take safetensors when there are any and fall back to the PyTorch files."""
 
 from __future__ import annotations
 
@@ -9,9 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from agents.preflight.findings import Finding
-from agents.preflight.headers import HeaderError, TensorInfo, read_header
+from agents.preflight.headers import Header, HeaderError, TensorInfo, read_header
+from agents.preflight.torchfile import NOT_WEIGHTS, read_torch_header
 
 INDEX_NAME = "model.safetensors.index.json"
+BIN_INDEX_NAME = "pytorch_model.bin.index.json"
+
+
+def read_any_header(path: Path) -> Header:
+    return read_header(path) if path.suffix == ".safetensors" else read_torch_header(path)
 
 
 class CheckpointError(ValueError):
@@ -43,6 +51,8 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 
 def _shard_files(root: Path, role: str) -> tuple[list[str], list[Finding]]:
     index = root / INDEX_NAME
+    if not index.exists() and not any(root.glob("*.safetensors")) and (root / BIN_INDEX_NAME).exists():
+        index = root / BIN_INDEX_NAME
     if index.exists():
         weight_map = _read_json(index, "shard index").get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
@@ -55,7 +65,7 @@ def _shard_files(root: Path, role: str) -> tuple[list[str], list[Finding]]:
                 Finding(
                     code=f"{role}_shard_missing",
                     severity="error",
-                    title=f"{len(missing)} of {len(names)} {role} shards listed in {INDEX_NAME} are missing",
+                    title=f"{len(missing)} of {len(names)} {role} shards listed in {index.name} are missing",
                     effect="the engine fails when it reaches the first missing shard, after loading the others",
                     fix="finish the download (compare against the source's file list) before launching",
                     keys=tuple(missing),
@@ -64,9 +74,9 @@ def _shard_files(root: Path, role: str) -> tuple[list[str], list[Finding]]:
         return [n for n in names if n not in missing], problems
     files = sorted(p.name for p in root.glob("*.safetensors"))
     if not files:
-        has_bin = any(root.glob("*.bin")) or any(root.glob("*.pt"))
-        hint = " (only PyTorch .bin/.pt weights: convert to safetensors to check them)" if has_bin else ""
-        raise CheckpointError(f"{root} has no *.safetensors files{hint}")
+        files = sorted(p.name for p in [*root.glob("*.bin"), *root.glob("*.pt")] if p.name not in NOT_WEIGHTS)
+    if not files:
+        raise CheckpointError(f"{root} has no weights (*.safetensors, *.bin or *.pt)")
     return files, []
 
 
@@ -81,7 +91,11 @@ def load_target(path: str | Path) -> Checkpoint:
     if (
         p.is_dir()
         and cfg_file.is_file()
-        and (any(root.glob("*.safetensors")) or (root / INDEX_NAME).exists())
+        and (
+            any(root.glob("*.safetensors"))
+            or (root / INDEX_NAME).exists()
+            or any(p.name not in NOT_WEIGHTS for p in [*root.glob("*.bin"), *root.glob("*.pt")])
+        )
     ):
         return load_checkpoint(root, "target")
     if not cfg_file.is_file():
@@ -115,7 +129,7 @@ def load_checkpoint(path: str | Path, role: str = "draft") -> Checkpoint:
     truncated: list[str] = []
     for name in files:
         try:
-            header = read_header(root / name)
+            header = read_any_header(root / name)
         except HeaderError as exc:
             raise CheckpointError(str(exc)) from exc
         tensors.update(header.tensors)

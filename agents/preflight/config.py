@@ -49,6 +49,7 @@ class DraftConfig:
     eagle_config_ids: tuple[int, ...] | None = None  # only eagle_config's list (what SGLang reads)
     top_level_ids: tuple[int, ...] | None = None  # the top-level list (speculators; vLLM reads it first)
     layer_types_len: int | None = None  # transformer_layer_config.layer_types (validated against layers)
+    draft_vocab_size_key: bool = True  # the key is in config.json (null counts); SGLang needs it
 
     @property
     def fed_hidden_size(self) -> int | None:
@@ -107,6 +108,7 @@ def draft_config(cfg: dict[str, Any]) -> DraftConfig:
         eagle_config_ids=_ids((eagle or {}).get("eagle_aux_hidden_state_layer_ids")),
         top_level_ids=_ids(cfg.get("eagle_aux_hidden_state_layer_ids")),
         layer_types_len=len(layer_types) if isinstance(layer_types, list) else None,
+        draft_vocab_size_key="draft_vocab_size" in cfg,
     )
 
 

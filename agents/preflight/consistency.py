@@ -50,6 +50,23 @@ def vocab(cfg: DraftConfig, tcfg: TargetConfig | None, draft: Checkpoint, engine
                 fix=f"export d2t (int64, length {dv}: target id minus draft id) from the trainer's vocab mapping",
             )
         )
+    # vLLM builds draft_id_to_target_id only when the draft vocabulary differs from the TARGET's
+    # (Eagle3LlamaForCausalLM.__init__); a d2t it has no buffer for stops the load
+    if engine == "vllm" and d2t and (dv or V) and (dv or V) == (tV or V):
+        out.append(
+            Finding(
+                "d2t_unexpected",
+                "error",
+                f"the draft carries {', '.join(sorted(d2t))} but its vocabulary is the target's ({dv or V}): "
+                "vLLM has no draft_id_to_target_id to load it into",
+                effect='the draft load aborts: "There is no module or parameter named '
+                "'draft_id_to_target_id'\"",
+                fix="drop d2t and t2d from the checkpoint (a full-vocabulary draft needs no id map), or set "
+                "draft_vocab_size to the reduced vocabulary the map was made for",
+                keys=tuple(sorted(k for k in draft.tensors if "d2t" in k or "t2d" in k)),
+            )
+        )
+        d2t = []  # its shape no longer matters
     for k in d2t:
         t = draft.tensors[k]
         if dv and t.shape != (dv,):
@@ -101,6 +118,27 @@ def vocab(cfg: DraftConfig, tcfg: TargetConfig | None, draft: Checkpoint, engine
                 )
             )
     return out
+
+
+def own_embedding(cfg: DraftConfig, tcfg: TargetConfig | None, draft: Checkpoint) -> list[Finding]:
+    """A draft narrower or wider than its target cannot borrow the target's embedding (vLLM shares it only
+    when the widths match, ``_maybe_share_embeddings``; SGLang's [V, Ht] table does not fit a [V, H] draft):
+    without its own ``embed_tokens`` the draft embeds with random weights."""
+    H = cfg.hidden_size
+    Ht = tcfg.hidden_size if tcfg and tcfg.hidden_size else cfg.target_hidden_size
+    if not H or not Ht or Ht == H or any(k.endswith("embed_tokens.weight") for k in draft.tensors):
+        return []
+    return [
+        Finding(
+            "missing_params",
+            "error",
+            f"the draft is {H} wide, the target {Ht}: it cannot use the target's embedding and has none of its own",
+            effect="embed_tokens stays at random init on both engines: every draft step starts from noise and "
+            "acceptance collapses; nothing warns",
+            fix=f"export embed_tokens.weight [{cfg.vocab_size}, {H}] with the draft",
+            keys=("embed_tokens.weight",),
+        )
+    ]
 
 
 def target(cfg: DraftConfig, tcfg: TargetConfig) -> list[Finding]:

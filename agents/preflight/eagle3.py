@@ -17,7 +17,7 @@ from agents.preflight.keymap import (
     missing_params,
     shape_mismatches,
 )
-from agents.preflight.loaders import Loader, resolve, select_loaders
+from agents.preflight.loaders import CONSUMED, Loader, resolve, select_loaders
 
 ENGINES = ("sglang", "vllm")
 ARCH_OK = {
@@ -33,16 +33,27 @@ ARCH_OK = {
     },
 }
 VLLM_SPECULATORS_TYPES = ("llama", "qwen3")
+# vllm/model_executor/models/registry.py (0.32): the EAGLE-3 classes "Eagle3" + a target class name reaches
+VLLM_EAGLE3_CLASSES = frozenset(
+    {
+        "Eagle3LlamaForCausalLM",
+        "Eagle3Qwen3ForCausalLM",
+        "Eagle3MiniMaxM2ForCausalLM",
+        "Eagle3Qwen2_5vlForCausalLM",
+        "Eagle3Qwen3vlForCausalLM",
+        "Eagle3DeepseekV2ForCausalLM",
+        "Eagle3DeepseekV3ForCausalLM",
+    }
+)
 
 
-def check_draft(
+def check_eagle3(
     draft: Checkpoint,
     target: Checkpoint | None = None,
     engine: str = "sglang",
     engine_version: str | None = None,
 ) -> list[Finding]:
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r} (expected one of {', '.join(ENGINES)})")
+    """The EAGLE-3 rules (the family is decided in agents.preflight.check)."""
     loaders = select_loaders(engine, engine_version)
     cfg = draft_config(draft.config)
     tcfg = target_config(target.config) if target else None
@@ -52,6 +63,10 @@ def check_draft(
         # AutoConfig.from_pretrained raises before any weight is read: nothing below is reached
         return sort_findings([*findings, _sglang_unreadable(cfg)])
     findings += _config_checks(cfg, engine)
+    if engine == "sglang" and not cfg.draft_vocab_size_key and not cfg.tie_word_embeddings:
+        # llama_eagle3.py reads config.draft_vocab_size as an attribute: absent from config.json, transformers'
+        # LlamaConfig has none (null is fine: the head is then taken from the target)
+        return sort_findings([*findings, _sglang_no_draft_vocab_key()])
     if not cfg.hidden_size:
         findings.append(
             Finding(
@@ -66,6 +81,7 @@ def check_draft(
     per_loader = {ld.key: _loader_checks(ctx, ld) for ld in loaders}
     findings += _merge(loaders, per_loader, engine_version)
     findings += consistency.vocab(cfg, tcfg, draft, engine)
+    findings += consistency.own_embedding(cfg, tcfg, draft)
     if tcfg is not None:
         findings += consistency.target(cfg, tcfg)
     findings += auxlayers.findings(cfg, tcfg, engine)
@@ -104,7 +120,7 @@ def _loader_checks(ctx: Context, loader: Loader) -> list[Finding]:
             )
         )
     twice = Counter(resolved.values())
-    dup = tuple(sorted(k for k, p in resolved.items() if twice[p] > 1 and p not in ("d2t", "t2d")))
+    dup = tuple(sorted(k for k, p in resolved.items() if twice[p] > 1 and p not in CONSUMED))
     if dup:
         out.append(
             Finding(
@@ -231,6 +247,8 @@ def _merge(loaders: list[Loader], per: dict[str, list[Finding]], version: str | 
 
 def _architecture(cfg: DraftConfig, engine: str, has_fc: bool) -> list[Finding]:
     arch = cfg.architecture
+    if engine == "vllm" and arch and not cfg.speculators and f"Eagle3{arch}" in VLLM_EAGLE3_CLASSES:
+        return []  # vLLM's EAGLEConfig serves a non-speculators config under "Eagle3" + its class name
     if arch in ARCH_OK[engine] or (engine == "sglang" and cfg.model_type is None):
         return []  # SGLang never gets as far as the class without a model_type (_sglang_unreadable)
     if arch is None:
@@ -283,6 +301,18 @@ def _architecture(cfg: DraftConfig, engine: str, has_fc: bool) -> list[Finding]:
             fix="check the engine's model registry for this class",
         )
     ]
+
+
+def _sglang_no_draft_vocab_key() -> Finding:
+    return Finding(
+        "config_unreadable",
+        "error",
+        "config.json has no draft_vocab_size key: SGLang's EAGLE-3 class cannot be built",
+        effect="start-up fails in LlamaForCausalLMEagle3.__init__: \"'LlamaConfig' object has no attribute "
+        "'draft_vocab_size'\" (vLLM loads it, taking vocab_size)",
+        fix="add \"draft_vocab_size\" to config.json: the draft head's row count, or null to use the target's "
+        "head",
+    )
 
 
 def _sglang_unreadable(cfg: DraftConfig) -> Finding:

@@ -30,6 +30,11 @@ SILENT = (
     "skipped without a word at load: {what} stays at random init, so drafts are noise and acceptance "
     "collapses to ~1 token per step"
 )
+# AutoWeightsLoader.load_weights: ignore_unexpected_suffixes.append(".bias") (vllm/model_executor/models/utils.py)
+VLLM_BIAS_FIX = (
+    "vLLM builds no bias there and skips unexpected *.bias tensors by rule: the trained bias is never applied; "
+    "serve with an engine that builds it, or retrain without it"
+)
 STRICT = 'the draft load aborts with "There is no module or parameter named …"'
 # dropped keys for modules the engine does not build at all: the draft runs without them
 NOT_BUILT = {
@@ -171,6 +176,8 @@ def _classify(
             )
         sev: Severity = "error" if (p is not None and p.required) or loader.strict else "warning"
         return "rename", how, sev, (p.role if p and p.role else target), new
+    if loader.strict and key.endswith(".bias"):
+        return "silent", VLLM_BIAS_FIX, "warning", "the bias", ""
     fix = _config_fix(ctx, loader, key)
     if fix is not None:
         text, sev, what = fix

@@ -99,6 +99,10 @@ def select_loaders(engine: str, version: str | None) -> list[Loader]:
     return [SGLANG_CURRENT]
 
 
+IGNORED = "(ignored by rule)"
+CONSUMED = ("d2t", "t2d", IGNORED)  # resolved, but not into a parameter the draft builds
+
+
 @dataclass(frozen=True, slots=True)
 class Param:
     """A parameter as checkpoint keys name it (without the engine's ``model.`` prefix)."""
@@ -128,7 +132,7 @@ def expected_params(loader: Loader, cfg: DraftConfig) -> dict[str, Param]:
         out[name] = Param(name, full, required, role)
 
     add("fc.weight", (H, Ht * A if Ht else None), role="the aux-state fusion layer")
-    if cfg.bias:
+    if cfg.bias and loader.engine != "vLLM":  # vLLM's Eagle3 fc is bias=False (llama_eagle3.py)
         add("fc.bias", (H,), role="fusion bias")
     if loader.fc_norm and cfg.fc_norm:
         for i in range(A):
@@ -186,6 +190,10 @@ def resolve(loader: Loader, key: str, params: dict[str, Param]) -> str | None:
         return "d2t"
     if "t2d" in name:
         return "t2d"
+    if "rotary_emb.inv_freq" in name:
+        # a buffer old exports saved: vLLM maps it away by rule (AutoWeightsLoader's
+        # REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER), SGLang skips it; the rotary table is rebuilt from the config
+        return IGNORED
     if loader.key == "vllm":
         if "lm_head" in name:
             return name if name in params else None

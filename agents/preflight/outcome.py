@@ -20,6 +20,7 @@ REFUSING = {
     "shape_mismatch",
     "fc_width",
     "rejected_keys",
+    "family_mismatch",
 }
 # skipped by design in both engines (``if "t2d" in name: continue``): never a finding, never "dropped"
 IGNORED_KEYS = ("t2d",)
@@ -27,7 +28,10 @@ IGNORED_KEYS = ("t2d",)
 
 # vLLM builds draft_id_to_target_id with the draft vocabulary's length and copies d2t into it (a shape
 # error when they differ); SGLang takes d2t as it is
-REFUSING_ON = {"vllm": {"d2t_shape"}, "sglang": set()}
+REFUSING_ON = {
+    "vllm": {"d2t_shape", "d2t_unexpected", "mtp_layer_index", "mtp_layer_missing"},
+    "sglang": set(),
+}
 
 
 def load_outcome(findings: list[Finding], engine: str = "sglang") -> dict[str, Any]:
@@ -43,6 +47,9 @@ def load_outcome(findings: list[Finding], engine: str = "sglang") -> dict[str, A
             missing.update(f.keys)
         elif f.code == "lm_head_missing":
             missing.add("lm_head.weight")
+        elif f.code in ("mtp_layer_index", "mtp_layer_missing"):  # SGLang: nothing of it loads, silently
+            dropped.update(f.keys)
+            missing.add("the MTP layer")
         elif f.code == "later_layer_norm":
             missing.update(v.removeprefix("model.") for v in f.renames.values())
     if refusing:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agents import wire
-from agents.preflight.watch import DraftPreflight
+from agents.preflight.watch import DraftPreflight, checked_path
 
 ProcessLister = Callable[[], Iterable[tuple[int, float, list[str]]]]
 ENGINE_HINTS = ("sglang", "vllm")
@@ -49,8 +49,8 @@ class DraftPreflightSource:
             self._next_scan = now + self._interval
             for pid, created, argv in self._list():
                 spec = self._watch.observe(pid, created, argv)
-                if spec is not None and spec.draft:
-                    self._drafts.add(spec.draft)
+                if spec is not None:
+                    self._drafts.add(checked_path(spec) or f"{spec.algorithm or 'ngram'} (no checkpoint)")
         return self._watch.drain()
 
     def describe(self) -> str:

@@ -205,31 +205,11 @@ def preflight_from_event(ts: float, fields: dict[str, Any], message: str = "") -
 
 def _method_causes(ev: LaunchSpecEvidence, broken: bool) -> list[Cause] | None:
     """Causes for the methods with no EAGLE checkpoint to blame; None for a method the EAGLE causes fit."""
-    fam = ev.family
-    if fam == "ngram":
-        return [
-            Cause(
-                code="prompt_lookup",
-                title="n-gram speculation drafts from the prompt itself: its tokens are accepted only where the "
-                "output repeats text in the prompt (there is no draft checkpoint)",
-                likelihood="likely",
-                fix="for this traffic use a trained draft (EAGLE-3, a draft model) or turn speculation off; "
-                "prompt_lookup_min/max change how much must repeat",
-            )
-        ]
-    if fam == "draft_model":
-        return [
-            Cause(
-                code="draft_model_mismatch",
-                title="a separate draft model is accepted only where it predicts as the target does: a different "
-                "tokenizer, family or fine-tune makes its proposals miss"
-                if broken
-                else "the draft model agrees with the target less often than it could",
-                likelihood="likely" if broken else "possible",
-                fix="serve a draft of the target's own family and tokenizer (a smaller sibling, or a distilled one)",
-            )
-        ]
-    return None
+    own = {"ngram": methods.NGRAM_CAUSE, "draft_model": methods.DRAFT_MODEL_CAUSE}.get(ev.family or "")
+    if own is None:
+        return None
+    code, title, fix = own
+    return [Cause(code=code, title=title, likelihood="likely" if broken else "possible", fix=fix)]
 
 
 def _causes(ev: LaunchSpecEvidence, broken: bool) -> list[Cause]:

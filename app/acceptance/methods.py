@@ -59,3 +59,20 @@ def rejected_hint(method: str | None) -> str:
     if fam == "mtp":
         return "the MTP head is not the one trained for these weights: check where the engine read it from"
     return "the draft's tokens are rejected; check the draft checkpoint and its hidden-state wiring"
+
+
+# (code, title, fix) of the cause a rejected draft has for a method no EAGLE checkpoint stands behind; the
+# diagnosis (app/acceptance/diagnosis.py) turns them into its causes
+NGRAM_CAUSE = (
+    "prompt_lookup",
+    "n-gram speculation drafts from the prompt itself: its tokens are accepted only where the output repeats text "
+    "in the prompt (there is no draft checkpoint)",
+    "for this traffic use a trained draft (EAGLE-3, a draft model) or turn speculation off; prompt_lookup_min/max "
+    "change how much must repeat",
+)
+DRAFT_MODEL_CAUSE = (
+    "draft_model_mismatch",
+    "a separate draft model is accepted only where it predicts as the target does: a different tokenizer, family "
+    "or fine-tune makes its proposals miss",
+    "serve a draft of the target's own family and tokenizer (a smaller sibling, or a distilled one)",
+)

@@ -1,4 +1,4 @@
-"""``specwatch check-draft``: the EAGLE-3 draft preflight as a command (a report for people, --json for CI).
+"""``specwatch check-draft``: the draft preflight (every family: EAGLE-3, EAGLE, MTP, draft models) as a command (a report for people, --json for CI).
 Exit 0 clean, 1 warnings, 2 errors or an unreadable checkpoint."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _write_renamed(draft: Any, findings: list[Any], target: Any, args: argparse.
         # SGLang cannot read the config at all: write the one it reads, then the renames that release needs
         config = flat_config(draft.config)
         findings = check_draft(
-            dataclasses.replace(draft, config=config), target, args.engine, args.engine_version
+            dataclasses.replace(draft, config=config), target, args.engine, args.engine_version, _method(args)
         )
     renames = planned_renames(findings)
     if not renames and config is None:
@@ -167,16 +167,31 @@ def _json_error(args: argparse.Namespace, message: str) -> None:
     sys.stdout.write("\n")
 
 
+def _method(args: argparse.Namespace) -> str | None:
+    return getattr(args, "method", None)
+
+
 def cmd_check_draft(args: argparse.Namespace) -> int:
     from agents.preflight import CheckpointError, check_draft, exit_code, load_checkpoint
+    from agents.preflight.check import no_checkpoint
     from agents.preflight.checkpoint import load_target
+    from agents.preflight.family import NO_CHECKPOINT, from_method
     from agents.preflight.findings import counts, summary_line
     from agents.preflight.outcome import load_outcome
 
+    fam = from_method(_method(args))
+    if fam in NO_CHECKPOINT:
+        notes = no_checkpoint(fam or "", args.engine)
+        print(
+            json.dumps({"findings": [f.to_dict() for f in notes], "exit_code": 0})
+            if args.json
+            else notes[0].title
+        )
+        return 0
     try:
         draft = load_checkpoint(_local(args.draft), "draft")
         target = load_target(_local(args.target)) if args.target else None
-        findings = check_draft(draft, target, args.engine, args.engine_version)
+        findings = check_draft(draft, target, args.engine, args.engine_version, _method(args))
     except (CheckpointError, ValueError) as exc:
         if args.json:  # CI reads stdout: the failure is a report too
             _json_error(args, str(exc))
@@ -188,7 +203,7 @@ def cmd_check_draft(args: argparse.Namespace) -> int:
         if fixed is not None:
             # report on the copy: what is left is what the renames could not fix
             draft = load_checkpoint(fixed, "draft")
-            findings = check_draft(draft, target, args.engine, args.engine_version)
+            findings = check_draft(draft, target, args.engine, args.engine_version, _method(args))
     code = exit_code(findings)
     report = {
         "draft": describe(draft, "draft"),
@@ -213,8 +228,9 @@ def cmd_check_draft(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "check-draft",
-        help="check an EAGLE-3 draft checkpoint before launch (reads config and safetensors headers only)",
-        description="Check an EAGLE-3 draft checkpoint the way the engine will load it: tensor names the loader "
+        help="check a draft checkpoint before launch (reads config and weight-file headers only)",
+        description="Check a draft checkpoint (EAGLE-3, EAGLE, MTP / NextN or a plain draft model, each by its "
+        "own family's rules) the way the engine will load it: tensor names the loader "
         "silently drops, parameters left at random init, the fusion layer's width against the target, aux layer "
         "ids, vocabularies and dtypes. Reads config.json and safetensors headers only. "
         "Exit 0: clean; 1: warnings; 2: errors or an unreadable checkpoint.",
@@ -222,6 +238,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "draft",
         metavar="DRAFT",
+        nargs="?",
+        default="",
         help="draft checkpoint directory (config.json + *.safetensors), or a hub id in the local HF cache",
     )
     p.add_argument(
@@ -235,6 +253,12 @@ def register(sub: Any) -> None:
         metavar="V",
         help="engine release, e.g. 0.5.6 (SGLang's loader changed in 0.5.12 and 0.5.17; without it the oldest "
         "and newest loaders are both checked)",
+    )
+    p.add_argument(
+        "--method",
+        metavar="M",
+        help="the launch's speculative method, in either engine's spelling (eagle3, eagle, mtp / NEXTN, "
+        "draft_model / STANDALONE, ngram, suffix); without it the family comes from the draft's config",
     )
     p.add_argument("--json", action="store_true", help="machine-readable report on stdout (for CI)")
     p.add_argument(

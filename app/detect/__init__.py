@@ -66,6 +66,8 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
             out.append(hang)
         elif not crash and (div := hangs.divergence(st, now, cfg)) is not None:
             out.append(div)
+        if _over(st):
+            continue  # how an ended launch served is history: its open acceptance incidents end with it
         if (acc := drafts.low_acceptance(st, now, cfg)) is not None:
             out.append(acc)
         # a collapse is low_acceptance's: a drift is reported only while acceptance has not collapsed
@@ -302,18 +304,22 @@ def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
 PROC_GRACE_S = 5.0
 
 
+def _over(st: LaunchState) -> bool:
+    """No live rank and no engine process reported after the last rank went: the launch is over. (An engine
+    process the agent never saw exit, because the agent stopped with the engine, does not keep it running.)"""
+    if not st.ranks or endings.live_labels(st):
+        return False
+    last = max((r.exited_at or r.phase_since) for r in st.ranks.values())
+    return not any(e.live and e.seen_at > last + PROC_GRACE_S for e in st.procs.values())
+
+
 def _launch_ended(fleet: Fleet, t: _Tracked) -> str | None:
-    """A launch with no live rank and no live engine process is over: what was open about how it ran (a draft
-    rejected, acceptance drifting, a rank behind) ends with it, saying so. Its crash stays for the user to see."""
+    """What was open about how an ended launch ran (a draft rejected, acceptance drifting, a rank behind) ends
+    with it, saying so. Its crash stays for the user to see."""
     if t.kind in HANG_KINDS or t.kind in ("rank_crashed", "agent_silent", "gpu_xid") or not t.finding.launch:
         return None
     st = fleet.launches.get(t.finding.launch)
-    if st is None or not st.ranks or endings.live_labels(st):
-        return None
-    # an engine process still reported after its last rank went (an API server outliving its workers) keeps it
-    # running; one the agent never saw exit because the agent stopped with the engine does not
-    last = max((r.exited_at or r.phase_since) for r in st.ranks.values())
-    if any(e.live and e.seen_at > last + PROC_GRACE_S for e in st.procs.values()):
+    if st is None or not _over(st):
         return None
     words = (t.kind or t.finding.kind).replace("_", " ")
     return f"The launch ended with this still open ({words} until its last report)."

@@ -74,6 +74,10 @@ def persist(s: Session, fleet: Fleet, rows: RankRows, host_ids: dict[str, int], 
             if r is None:
                 continue
             row = rows.get((st.key, label))
+            if row is None and r.aka and (old := rows.pop((st.key, r.aka), None)) is not None:
+                # the worker's early lines named it by its global rank: its row takes the engine's label
+                s.execute(update(models.Rank).where(models.Rank.id == old.id).values(label=label))
+                row = rows[(st.key, label)] = old
             mark = marker(r)
             if row is not None and row.marker == mark and now - row.persisted_at < SIGNATURE_PERSIST_S:
                 continue  # only the GPU reading moved: written on the next slow round

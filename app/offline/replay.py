@@ -25,7 +25,7 @@ MAX_TICKED_GAP_S = 3600.0
 
 
 def parse_files(
-    paths: list[Path], tz: Any = UTC, base_date: date | None = None
+    paths: list[Path], tz: Any = UTC, base_date: date | None = None, start: float | None = None
 ) -> list[tuple[str, wire.Event]]:
     """(host, event) of every file, in time order. Each file gets its own parser; its rank tags come from the
     lines, or from the file name for untagged lines (``sglang-TP3.log``). ``base_date`` dates headers that
@@ -47,7 +47,12 @@ def parse_files(
         with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
             for line in fh:
                 evs += parser.feed(line)
+        undated = parser.last_ts is None  # no line of the file carried a time of its own
         evs += parser.flush()
+        if undated and start is not None:
+            # the user says when it began (replay --start): the lines keep their order and share that time,
+            # rather than the reference date's noon, which no line stated
+            evs = [replace(e, ts=start) for e in evs]
         out += [(host, e) for e in _dated(evs)]
     out.sort(key=lambda he: he[1].ts)
     return out
@@ -76,13 +81,14 @@ def replay(
     base_date: date | None = None,
     until: float | None = None,
     stalled_for_s: float | None = None,
+    start: float | None = None,
 ) -> tuple[OfflineRun, list[tuple[str, wire.Event]]]:
     """Replay ``paths``; the virtual clock runs on past the last line to ``until`` (epoch seconds) or for
     ``stalled_for_s``: a log that ends mid-stall then reports the stall and how long it lasted at least."""
     # logs carry no agent heartbeat: silence in them is never an agent going away
     cfg = (cfg or DetectConfig()).model_copy(update={"agent_silent_enabled": False})
     run = OfflineRun(cfg, tick_s=tick_s)
-    events = parse_files(paths, base_date=base_date)
+    events = parse_files(paths, base_date=base_date, start=start)
     for host, ev in events:
         _advance(run, ev.ts)
         run.events(host, [ev])
@@ -181,12 +187,15 @@ def until_epoch(value: str, paths: list[Path]) -> float:
         return time.time()
     if value == "mtime":
         return max(p.stat().st_mtime for p in paths)
+    return at_epoch(value, "--until must be now, mtime or")
+
+
+def at_epoch(value: str, what: str = "--start must be") -> float:
+    """A time ``YYYY-MM-DD HH:MM[:SS]`` (UTC unless it carries an offset) as epoch seconds."""
     try:
         dt = datetime.fromisoformat(value)
     except ValueError:
-        raise CommandError(
-            f"--until must be now, mtime or a time like 2025-06-26 09:47:18, not {value!r}"
-        ) from None
+        raise CommandError(f"{what} a time like 2025-06-26 09:47:18, not {value!r}") from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
@@ -195,6 +204,11 @@ def print_human(rep: dict[str, Any]) -> None:
     print(
         f"{rep['events']} events from {_t(span['first'])} to {_t(span['last'])} UTC" if span else "no events"
     )
+    if "dating" in rep:
+        d = rep["dating"]
+        print(
+            f"dated: year-less headers by {d['year_less_headers']}; files with no time by {d['undated_files']}"
+        )
     incs = rep["incidents"]
     print(
         f"\nINCIDENTS ({len(incs)})" if incs else "\nINCIDENTS: none — nothing stalled, crashed or misbehaved"
@@ -250,11 +264,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from app.settings import Settings
 
     until = until_epoch(args.until, paths) if args.until else None
+    start = at_epoch(args.start) if args.start else None
     base = date(args.year, 12, 31) if args.year else None  # year-less headers fall in that year
-    run, events = replay(paths, cfg=Settings().detect, base_date=base, until=until)
+    run, events = replay(paths, cfg=Settings().detect, base_date=base, until=until, start=start)
     if not events:
         raise CommandError("no engine log lines with timestamps in " + ", ".join(args.files), exit_code=1)
     rep = report(run, events)
+    # where a year or a time came from when the lines carry none: stated, never left implicit
+    rep["dating"] = {
+        "year_less_headers": f"--year {args.year}"
+        if args.year
+        else "the files' modification time (--year to say)",
+        "undated_files": "--start" if start is not None else "noon of that reference date (--start to say)",
+    }
     if args.json:
         print(json.dumps(rep, indent=2, default=str))
     else:
@@ -280,5 +302,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--year", type=int, help="the year of headers that carry none (vLLM, glog), until a dated line"
+    )
+    p.add_argument(
+        "--start",
+        metavar="TIME",
+        help="when a file with no time on any line began (UTC unless TIME has an offset): its lines, in order, "
+        "are dated then instead of at noon of the reference date",
     )
     p.set_defaults(func=cmd_replay)

@@ -3,6 +3,7 @@
 ``model`` holds the state (plain dataclasses) and its summaries; ``reduce`` folds records into it.
 """
 
+from app.rankstate.gpu import apply_gpu
 from app.rankstate.infer import phase_before_crash
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
@@ -18,18 +19,16 @@ from app.rankstate.model import (
     PhaseSpan,
     RankState,
     Signal,
-    launch_from_json,
     launch_status,
-    launch_to_json,
     mark_stalled,
     progress,
     set_phase,
 )
+from app.rankstate.persist import launch_from_json, launch_to_json
+from app.rankstate.procs import note_gone
 from app.rankstate.reduce import (
     apply_event,
-    apply_gpu,
     apply_process,
-    note_gone,
     rank_for_global,
 )
 from app.rankstate.serving import DETECTOR_METRICS, apply_metric

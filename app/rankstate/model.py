@@ -55,6 +55,8 @@ MILESTONES = frozenset(
         "capture_end",
     }
 )
+# A process at least this busy is computing (JIT, a compile warm-up), not waiting
+CPU_BUSY_PCT = 50.0
 # Exit codes of a deliberate stop (SIGTERM/SIGINT, or 0): the end of a launch, not a crash.
 CLEAN_EXIT_CODES = frozenset({0, -15, -2, 143, 130})
 
@@ -132,6 +134,7 @@ class RankState:
     stopped_since: float | None = (
         None  # first of an unbroken run of samples in state T (SIGSTOP, job control)
     )
+    aka: str | None = None  # the label its first lines gave it (app/rankstate/aliases.py)
 
     # --- derived views --------------------------------------------------------------------------------
     @property
@@ -239,6 +242,8 @@ class LaunchState:
     # of any kind (not persisted: both only matter while such a log is being read)
     unnamed: dict[tuple[str, int], Unnamed] = field(default_factory=dict)
     last_line_at: float | None = None
+    # (host, pid) of a worker's log wrapper -> the rank its lines named (app/rankstate/aliases.py; not persisted)
+    log_pids: dict[tuple[str, int], str] = field(default_factory=dict)
     # the engine processes that are not ranks, by "host:pid" (app/rankstate/procs.py)
     procs: dict[str, EngineProc] = field(default_factory=dict)
     # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)
@@ -377,48 +382,3 @@ def launch_status(st: LaunchState) -> str:
         if phase in phases:
             return word
     return "serving" if "serving" in phases else "ready"
-
-
-_LAUNCH_FIELDS = (
-    "ready_at",
-    "speculative",
-    "draft_model_type",
-    "last_decode_at",
-    "running_req",
-    "queue_req",
-    "load_seen_at",
-    "gen_tokens_total",
-    "gen_tokens_rise_at",
-    "shard_progress_at",
-    "good_batch_max",
-    "v0_drafted_total",
-    "spec_method",
-)
-
-
-def launch_to_json(st: LaunchState) -> dict[str, Any]:
-    """What the server keeps of a launch's own state (ranks are stored separately), plus an acceptance summary."""
-    out: dict[str, Any] = {k: getattr(st, k) for k in _LAUNCH_FIELDS}
-    out["accept"] = [
-        [a.ts, a.accept_len, a.accept_rate, a.batch, a.drafted, a.steps] for a in st.accept[-100:]
-    ]
-    recent = [a.accept_len for a in st.accept[-20:] if a.accept_len is not None]
-    out["accept_len_recent"] = round(sum(recent) / len(recent), 3) if recent else None
-    base = st.accept_history.baseline
-    if base is not None:  # the drift rule's baseline outlives a change of leader (a dataclass or its dict)
-        out["accept_baseline"] = asdict(base) if not isinstance(base, dict) else base
-    return out
-
-
-def launch_from_json(st: LaunchState, data: dict[str, Any]) -> None:
-    for k in _LAUNCH_FIELDS:
-        if k in data:
-            setattr(st, k, data[k])
-    st.accept = [
-        AcceptReport(
-            a[0], a[1], a[2], a[3], drafted=a[4] if len(a) > 4 else None, steps=a[5] if len(a) > 5 else None
-        )
-        for a in data.get("accept", [])
-    ]
-    if isinstance(data.get("accept_baseline"), dict):
-        st.accept_history.baseline = data["accept_baseline"]  # app/detect/drift.py reads it back

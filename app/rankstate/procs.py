@@ -11,7 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents import wire
-from app.rankstate.model import CLEAN_EXIT_CODES, TERMINAL_PHASES, EngineProc, LaunchState
+from app.rankstate.model import (
+    CLEAN_EXIT_CODES,
+    CPU_BUSY_PCT,
+    SIGNAL_HISTORY,
+    TERMINAL_PHASES,
+    EngineProc,
+    Fleet,
+    LaunchState,
+    Signal,
+    _remember,
+    set_phase,
+)
 
 # roles of an engine process that is not a rank (wire.ProcessSample.role)
 SERVING_ROLES = frozenset({"main", "scheduler"})
@@ -19,7 +30,6 @@ SERVING_ROLES = frozenset({"main", "scheduler"})
 # instant of a dump, and a debugger's breakpoint is someone at work
 STOPPED = "T"
 EXITED = frozenset({"exited", "Z", "X"})
-CPU_BUSY_PCT = 50.0
 
 
 def proc_key(host: str, pid: int) -> str:
@@ -54,7 +64,7 @@ def stopped_since(before: float | None, state: str, ts: float) -> float | None:
     return before if before is not None else ts
 
 
-def note_gone(st: LaunchState, host: str, listed_at: float, now: float, grace_s: float) -> None:
+def _procs_gone(st: LaunchState, host: str, listed_at: float, now: float, grace_s: float) -> None:
     """An engine process missing from its host's newer listings without an exit record: gone (killed, or the
     agent missed its exit)."""
     for e in st.procs.values():
@@ -100,3 +110,29 @@ def exit_words(e: EngineProc) -> str:
     if e.exit_code < 0:
         return f"was killed by signal {-e.exit_code} (exit code {e.exit_code})"
     return f"exited with code {e.exit_code}"
+
+
+def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
+    """Ranks whose process vanished from their host's newer listings without an exit record: gone."""
+    for st in fleet.launches.values():
+        for host in {e.host for e in st.procs.values() if e.live}:
+            h = fleet.hosts.get(host)
+            if h is not None and h.procs_listed_at is not None:
+                _procs_gone(st, host, h.procs_listed_at, now, grace_s)
+        for r in st.ranks.values():
+            if r.phase in TERMINAL_PHASES or r.proc_seen_at is None:
+                continue
+            h = fleet.hosts.get(r.host)
+            if h is None or h.procs_listed_at is None:
+                continue
+            if h.procs_listed_at - r.proc_seen_at > grace_s and now - r.proc_seen_at > grace_s:
+                r.exited_at = r.proc_seen_at
+                _remember(
+                    r.signals,
+                    Signal(
+                        h.procs_listed_at, "process_gone", f"process {r.pid} no longer listed on {r.host}"
+                    ),
+                    SIGNAL_HISTORY,
+                )
+                set_phase(r, "crashed", r.proc_seen_at)
+                st.dirty.add(r.label)

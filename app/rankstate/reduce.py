@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agents import ranklabel, wire
+from app.rankstate import aliases
+from app.rankstate.gpu import IO_RISE_BYTES
 from app.rankstate.infer import (
     BATCHES,
     SINGLE_RANK,
@@ -19,6 +21,7 @@ from app.rankstate.infer import (
 )
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
+    CPU_BUSY_PCT,
     MILESTONES,
     PHASES,
     SIGNAL_HISTORY,
@@ -34,7 +37,6 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
-from app.rankstate.procs import note_gone as procs_gone
 from app.rankstate.serving import _int, produced, serving_event
 from app.rankstate.torchjob import job_line, place_from_stack
 from app.rankstate.unnamed import note_line
@@ -118,6 +120,7 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         if owner is not None and (r := st.ranks.get(owner[1])) is not None and ranklabel.is_torch(r.label):
             place_from_stack(st, r, ev)
         return
+    label = aliases.settle(st, host, ev, label)
     note_line(st, host, ev, label)  # the launch's latest line, and the process of one no rank took
     if label is None:
         if not job_line(st, ev):
@@ -330,6 +333,8 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
     if h.procs_listed_at is None or p.ts > h.procs_listed_at:
         h.procs_listed_at = p.ts
     label = p.rank
+    if label is None and p.role == "worker":
+        label = aliases.process_rank(fleet.launch(launch), host, p.pid)  # named by its own lines
     if label is None:
         if p.role in SERVING_ROLES:
             note_proc(fleet.launch(launch), host, p)
@@ -377,75 +382,3 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
         )
         if r.phase != "crashed":  # a crash line that came first is not undone by the exit that follows
             set_phase(r, "exited" if clean else "crashed", p.ts)
-
-
-# Thresholds of the reducer's own bookkeeping (what counts as "busy", "reading", "growing").
-CPU_BUSY_PCT = 50.0
-IO_RISE_BYTES = 16 * 1024 * 1024
-MEM_RISE_BYTES = 256 * 1024 * 1024
-# a GPU at least this busy at more than this share of its power limit is computing, not spinning in a collective
-GPU_ACTIVE_PCT = 20.0
-SPIN_POWER_RATIO = 0.25
-
-
-def apply_gpu(fleet: Fleet, host: str, g: wire.GpuSample) -> None:
-    h = fleet.host(host, g.ts)
-    h.sample_ts = max(h.sample_ts or g.ts, g.ts)
-    owner = fleet.by_gpu.get((host, g.uuid))
-    if owner is None:
-        for gp in g.processes:
-            owner = fleet.by_pid.get((host, gp.pid))
-            if owner is not None:
-                break
-    if owner is None:
-        return
-    st = fleet.launches.get(owner[0])
-    r = st.ranks.get(owner[1]) if st else None
-    if st is None or r is None:
-        return
-    if g.uuid not in r.gpu_uuids:
-        r.gpu_uuids.append(g.uuid)
-        fleet.index_rank(owner[0], r)
-    if r.gpu_uuids[0] != g.uuid or (r.gpu_ts is not None and g.ts < r.gpu_ts):
-        return
-    if g.mem_used_bytes is not None:
-        if r.mem_mark is None or g.mem_used_bytes < r.mem_mark:
-            r.mem_mark = g.mem_used_bytes
-        elif g.mem_used_bytes > r.mem_mark + MEM_RISE_BYTES:
-            r.mem_rise_at, r.mem_mark = g.ts, g.mem_used_bytes
-        r.mem_used_bytes = g.mem_used_bytes
-    if g.util_gpu_pct is not None and g.util_gpu_pct >= GPU_ACTIVE_PCT:
-        ratio = g.power_w / g.power_limit_w if g.power_w is not None and g.power_limit_w else None
-        if ratio is None or ratio > SPIN_POWER_RATIO:
-            r.gpu_active_at = g.ts
-    r.gpu_ts = g.ts
-    r.util_pct, r.power_w = g.util_gpu_pct, g.power_w
-    if g.power_limit_w:
-        r.power_limit_w = g.power_limit_w
-    st.dirty.add(r.label)
-
-
-def note_gone(fleet: Fleet, now: float, grace_s: float) -> None:
-    """Ranks whose process vanished from their host's newer listings without an exit record: gone."""
-    for st in fleet.launches.values():
-        for host in {e.host for e in st.procs.values() if e.live}:
-            h = fleet.hosts.get(host)
-            if h is not None and h.procs_listed_at is not None:
-                procs_gone(st, host, h.procs_listed_at, now, grace_s)
-        for r in st.ranks.values():
-            if r.phase in TERMINAL_PHASES or r.proc_seen_at is None:
-                continue
-            h = fleet.hosts.get(r.host)
-            if h is None or h.procs_listed_at is None:
-                continue
-            if h.procs_listed_at - r.proc_seen_at > grace_s and now - r.proc_seen_at > grace_s:
-                r.exited_at = r.proc_seen_at
-                _remember(
-                    r.signals,
-                    Signal(
-                        h.procs_listed_at, "process_gone", f"process {r.pid} no longer listed on {r.host}"
-                    ),
-                    SIGNAL_HISTORY,
-                )
-                set_phase(r, "crashed", r.proc_seen_at)
-                st.dirty.add(r.label)

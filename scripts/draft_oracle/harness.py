@@ -166,17 +166,25 @@ def run_all(
     """Load every draft under ``drafts`` (colon-separated directories; any but ``drafts/`` hold
     check-draft's fixed copies, recorded as ``fix~<name>``) and write the engine's rows to ``out``."""
     import json
+    import os
     import traceback
     from pathlib import Path
 
     dirs = [Path(x) for x in drafts.split(":") if x]
-    found = (p for root in dirs if root.is_dir() for p in root.iterdir() if p.is_dir())
+    only = tuple(x for x in os.environ.get("ORACLE_ONLY", "").split(",") if x)  # re-run some rows only
+    found = (
+        p
+        for root in dirs
+        if root.is_dir()
+        for p in root.iterdir()
+        if p.is_dir() and (not only or p.name.startswith(only))
+    )
     rows: dict[str, Any] = {}
     for d in sorted(found, key=lambda p: (p.parent.name != "drafts", p.name)):
         name = d.name if d.parent.name == "drafts" else f"fix~{d.name}"
         try:
             rows[name] = load_one(str(d))
-        except Exception as exc:  # noqa: BLE001 - a failure of the oracle itself, recorded as such
+        except Exception as exc:
             rows[name] = {"stage": "oracle", "refused": short(exc), "trace": traceback.format_exc()[-2000:]}
     doc = {"engine": engine, "version": version, "stubbed": stubbed, "rows": rows}
     Path(out).write_text(json.dumps(doc, indent=1, sort_keys=True))

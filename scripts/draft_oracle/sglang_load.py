@@ -98,11 +98,79 @@ def weight_files(path: str) -> list[str]:
     return files
 
 
+# SGLang's ModelConfig._config_draft_model (sglang/srt/configs/model_config.py:1032 in 0.5.23): a draft config
+# of an MTP family's target class is built as its NextN class
+DRAFT_ARCH = {
+    "DeepseekV3ForCausalLM": "DeepseekV3ForCausalLMNextN",
+    "DeepseekV32ForCausalLM": "DeepseekV3ForCausalLMNextN",
+    "Glm4MoeForCausalLM": "Glm4MoeForCausalLMNextN",
+    "MiMoForCausalLM": "MiMoMTP",
+}
+
+
+def weights(path: str) -> Any:
+    from sglang.srt.model_loader import weight_utils
+
+    files = weight_files(path)
+    if files:
+        return lambda: weight_utils.safetensors_weights_iterator(files)
+    bins = sorted(p for p in glob.glob(os.path.join(path, "*.bin")) + glob.glob(os.path.join(path, "*.pt")))
+    return lambda: weight_utils.pt_weights_iterator(bins)
+
+
+def load_family(path: str, config: Any, method: str | None, names: set[str]) -> dict[str, Any]:
+    """Drafts of the other families (ORACLE.json next to them): the class SGLang's registry gives the
+    architecture (after the draft-class override), built and loaded by its own load_weights; for EAGLE (v1)
+    also the worker's set_embed_and_head with target-shaped tensors, where a tied draft crashes."""
+    from sglang.srt.model_loader import weight_utils
+    from sglang.srt.models.registry import ModelRegistry
+
+    arch = (getattr(config, "architectures", None) or [None])[0]
+    arch = DRAFT_ARCH.get(arch, arch) if method in ("mtp", "NEXTN", "EAGLE") else arch
+    if arch not in names:
+        return {"stage": "architecture", "refused": f"Model architectures [{arch!r}] are not supported"}
+    config.architectures = [arch]
+    try:
+        cls, _ = ModelRegistry.resolve_model_cls([arch])
+        with torch.device("cpu"):
+            model = cls(config, quant_config=None)
+    except Exception as exc:
+        return {"stage": "build", "refused": harness.short(exc), "where": harness.where(exc), "arch": arch}
+
+    def worker(m: Any) -> dict[str, Any]:
+        if method != "eagle":
+            return {}
+        embed = torch.zeros(config.vocab_size, config.hidden_size)
+        try:  # eagle_worker_v2.py:378: EAGLE (not EAGLE-3) drafts always take the target's embed and head
+            m.set_embed_and_head(torch.nn.Parameter(embed), torch.nn.Parameter(embed.clone()))
+        except Exception as exc:
+            return {"post_load_refused": harness.short(exc), "post_load_where": harness.where(exc)}
+        return {}
+
+    mod = sys.modules[cls.__module__]
+    row = harness.run_load(model, weights(path), [mod, weight_utils], extra=worker)
+    if "post_load_refused" in row:
+        row["stage"], row["refused"], row["where"] = (
+            "post_load",
+            row["post_load_refused"],
+            row["post_load_where"],
+        )
+    row["class"] = cls.__name__
+    return row
+
+
 def load_one(path: str, names: set[str]) -> dict[str, Any]:
     try:
         config = get_config(path)
     except Exception as exc:
         return {"stage": "config", "refused": harness.short(exc), "where": harness.where(exc)}
+    manifest = Path(path) / "ORACLE.json"
+    if manifest.exists():
+        import json
+
+        method = json.loads(manifest.read_text()).get("method")
+        if method != "eagle3":
+            return {"method": method, **load_family(path, config, method, names)}
     arch = (getattr(config, "architectures", None) or [None])[0]
     if arch not in names:
         return {"stage": "architecture", "refused": f"Model architectures [{arch!r}] are not supported"}
@@ -115,10 +183,9 @@ def load_one(path: str, names: set[str]) -> dict[str, Any]:
     import sglang.srt.models.llama_eagle3 as mod
     from sglang.srt.model_loader import weight_utils
 
-    files = weight_files(path)
     row = harness.run_load(
         model,
-        lambda: weight_utils.safetensors_weights_iterator(files),
+        weights(path),
         [mod, weight_utils],
         extra=lambda m: {
             "d2t_used": m.hot_token_id is not None,

@@ -22,14 +22,17 @@ def main() -> None:
         {(r["engine"], r["version"]) for r in rows}, key=lambda c: (c[0], [int(x) for x in c[1].split(".")])
     )
     root = Path(tempfile.mkdtemp())
-    target = root / "target"
-    t.write_config(target, t.DATA["targets"]["llama"])
+    for name, cfg in t.DATA["targets"].items():
+        t.write_config(root / f"target-{name}", cfg)
     cells: dict[tuple[str, tuple[str, str]], str] = {}
     agree = dict.fromkeys(cols, 0)
     total = dict.fromkeys(cols, 0)
     for r in rows:
         col = (r["engine"], r["version"])
-        report = t.check(t.build(root, r["checkpoint"]), target / "config.json", *col)
+        name = r["checkpoint"]
+        how = t.launch(name.split("~")[1] if name.startswith("fix~") else name)
+        target = root / f"target-{how['target']}" / "config.json"
+        report = t.check(t.build(root, name), target, *col, how["method"])
         ok = t.disagreement(r, report) is None
         agree[col] += ok
         total[col] += 1

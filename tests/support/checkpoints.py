@@ -185,3 +185,54 @@ def make_target(
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
     )
     return root
+
+
+STORAGE = {"BF16": "BFloat16Storage", "F16": "HalfStorage", "F32": "FloatStorage", "I64": "LongStorage",
+           "BOOL": "BoolStorage", "F8_E4M3": "Float8_e4m3fnStorage"}  # fmt: skip
+
+
+def _str(s: str) -> bytes:
+    b = s.encode()
+    return b"X" + struct.pack("<I", len(b)) + b  # BINUNICODE
+
+
+def _int(n: int) -> bytes:
+    return b"J" + struct.pack("<i", n)  # BININT
+
+
+def torch_pickle(tensors: dict[str, Spec]) -> bytes:
+    """The data.pkl ``torch.save(state_dict)`` writes, opcode by opcode (protocol 2): an OrderedDict of
+    ``torch._utils._rebuild_tensor_v2(persistent storage id, offset, size, stride, requires_grad, hooks)``.
+    Written by hand so the tests need no torch; the reader under test must never execute it."""
+    od = b"ccollections\nOrderedDict\n)R"  # GLOBAL, EMPTY_TUPLE, REDUCE
+    out = [b"\x80\x02", od, b"("]  # PROTO 2, the state dict, MARK
+    for i, (name, (dtype, shape)) in enumerate(tensors.items()):
+        n = 1
+        for d in shape:
+            n *= d
+        stride = [1] * len(shape)
+        for j in range(len(shape) - 2, -1, -1):
+            stride[j] = stride[j + 1] * shape[j + 1]
+        pid = b"(" + _str("storage") + f"ctorch\n{STORAGE[dtype]}\n".encode() + _str(str(i)) + _str("cpu")
+        pid += _int(n) + b"tQ"  # TUPLE, BINPERSID
+        size = b"(" + b"".join(_int(d) for d in shape) + b"t"
+        strides = b"(" + b"".join(_int(d) for d in stride) + b"t"
+        call = b"ctorch._utils\n_rebuild_tensor_v2\n(" + pid + _int(0) + size + strides + b"\x89" + od + b"tR"
+        out += [_str(name), call]
+    out.append(b"u.")  # SETITEMS, STOP
+    return b"".join(out)
+
+
+def write_torch_bin(path: Path, tensors: dict[str, Spec]) -> None:
+    """A zip-format ``torch.save`` file (``archive/data.pkl`` + one member per storage, zero bytes)."""
+    import zipfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("archive/data.pkl", torch_pickle(tensors))
+        zf.writestr("archive/version", "3\n")
+        for i, (dtype, shape) in enumerate(tensors.values()):
+            n = BYTES[dtype]
+            for d in shape:
+                n *= d
+            zf.writestr(f"archive/data/{i}", bytes(n))

@@ -197,10 +197,10 @@ CORPUS_LINES: list[tuple[str, str, str, str | None, str | None, dict[str, Any]]]
         "rch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_"
         "CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  "
         "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)**",
-        "raw",
+        "child_crashed",  # the worker's own exception line: CUDA ran out of memory, the worker goes down
         "rank5",
         "2025-07-07 15:19:48",
-        {"pid": 50999, "global_rank": 5},
+        {"reporter_pid": 50999, "cause": "runtime_error"},
     ),
     (  # markdown bold around a header-less V0 metrics line
         "https://github.com/vllm-project/vllm/issues/8620",

@@ -81,9 +81,14 @@ def test_event_carries_the_findings(tmp_path: Path) -> None:
     ev = preflight_event(draft, findings, ts=1000.0)
     assert ev.kind == "draft_preflight" and ev.severity == "error" and ev.rank is None
     assert ev.fields["errors"] == 2 and ev.fields["exit_code"] == 2
-    assert ev.fields["codes"] == "aux_layers_resolved,dropped_keys,lm_head_missing"
+    assert ev.fields["codes"] == "aux_layers_resolved,draft_family,dropped_keys,lm_head_missing"
     rows = json.loads(str(ev.fields["findings_json"]))
-    assert {r["code"] for r in rows} == {"dropped_keys", "lm_head_missing", "aux_layers_resolved"}
+    assert {r["code"] for r in rows} == {
+        "dropped_keys",
+        "lm_head_missing",
+        "aux_layers_resolved",
+        "draft_family",
+    }
     assert "silently dropped" in ev.message
     # the event passes the server's validation of the wire contract
     from pydantic import TypeAdapter
@@ -136,7 +141,7 @@ def test_watcher_checks_each_draft_once_off_the_sampling_thread(tmp_path: Path) 
 
 
 def test_watcher_survives_a_failing_check(tmp_path: Path) -> None:
-    def boom(path: str, target: str | None, engine: str) -> list:  # type: ignore[type-arg]
+    def boom(path: str | None, target: str | None, engine: str, method: str | None) -> list:  # type: ignore[type-arg]
         raise RuntimeError("disk on fire")
 
     watch = DraftPreflight(runner=boom)
@@ -176,3 +181,73 @@ def test_source_finds_a_real_engine_process_and_reports_its_draft(tmp_path: Path
         proc.kill()
         proc.wait()
         source.close()
+
+
+def _plain_llama(root: Path) -> Path:
+    """A plain Llama as transformers saves it (HF names, own embedding and head): a draft model."""
+    from tests.support.checkpoints import write_config, write_safetensors
+
+    H, V = 64, 1000
+    t = {"model.embed_tokens.weight": ("BF16", (V, H)), "model.norm.weight": ("BF16", (H,)),
+         "lm_head.weight": ("BF16", (V, H))}  # fmt: skip
+    for i in range(2):
+        p = f"model.layers.{i}."
+        for name, shape in (("self_attn.q_proj", (H, H)), ("self_attn.k_proj", (32, H)), ("self_attn.v_proj", (32, H)),
+                            ("self_attn.o_proj", (H, H)), ("mlp.gate_proj", (128, H)), ("mlp.up_proj", (128, H)),
+                            ("mlp.down_proj", (H, 128)), ("input_layernorm", (H,)), ("post_attention_layernorm", (H,))):  # fmt: skip
+            t[p + name + ".weight"] = ("BF16", shape)
+    write_config(root, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H,
+                        "num_hidden_layers": 2, "vocab_size": V, "tie_word_embeddings": False})  # fmt: skip
+    write_safetensors(root / "model.safetensors", t)
+    return root
+
+
+def test_a_draft_model_launch_is_checked_as_a_draft_model(tmp_path: Path) -> None:
+    """Issue 29: vLLM `method: draft_model` with a plain Llama got EAGLE-3's "load aborts"; vLLM loaded it."""
+    draft = _plain_llama(tmp_path / "plain")
+    target = make_target(tmp_path / "target", hidden=64, layers=8, vocab=1000, shards=1)
+    cfg = json.dumps({"method": "draft_model", "model": str(draft), "num_speculative_tokens": 3})
+    watch = DraftPreflight(clock=lambda: 5.0)
+    try:
+        watch.observe(1, 1.0, ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
+                               "--speculative-config", cfg])  # fmt: skip
+        [ev] = _drain_until(watch, 1)
+        assert ev.severity == "info" and ev.fields["exit_code"] == 0 and ev.fields["errors"] == 0
+        assert "plain draft model" in ev.message
+        # the same checkpoint launched as EAGLE-3 is a real mistake, said once
+        watch.observe(2, 1.0, ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
+                               "--speculative-config", json.dumps({"method": "eagle3", "model": str(draft)})])  # fmt: skip
+        [ev] = _drain_until(watch, 1)
+        assert ev.fields["codes"] == "draft_family,family_mismatch"
+    finally:
+        watch.close()
+
+
+def test_ngram_launch_and_config_lines(tmp_path: Path) -> None:
+    """ngram has no checkpoint: one note, nothing read; the engine's config line is enough to know."""
+    watch = DraftPreflight(clock=lambda: 5.0)
+    try:
+        spec = watch.observe(1, 1.0, ["vllm", "serve", "m", "--speculative-config",
+                                      '{"method": "ngram", "num_speculative_tokens": 3}'])  # fmt: skip
+        assert spec is not None and spec.draft is None
+        [ev] = _drain_until(watch, 1)
+        assert ev.fields["exit_code"] == 0 and "nothing to check" in ev.message
+        # a launch seen only through its config line (vLLM's start-up line, as the log parser keeps it)
+        from agents.logparse.config import config_fields
+
+        line = (
+            "Initializing a V1 LLM engine (v0.32.0) with config: model='/models/llama', speculative_config="
+            "SpeculativeConfig(method='suffix', model=None, num_spec_tokens=3), tensor_parallel_size=1"
+        )
+        assert watch.observe_config_line(config_fields(line)) is not None
+        [ev] = _drain_until(watch, 1)
+        assert "suffix decoding has no draft checkpoint" in ev.message
+        # SGLang NEXTN without a draft path: the target is what gets checked (a Llama has no MTP layer)
+        target = make_target(tmp_path / "t", hidden=64, layers=4, vocab=1000, shards=1)
+        watch.observe_config_line(
+            {"engine": "sglang", "speculative_algorithm": "NEXTN", "model_path": str(target)}
+        )
+        [ev] = _drain_until(watch, 1)
+        assert ev.fields["path"] == str(target) and "family_mismatch" in str(ev.fields["codes"])
+    finally:
+        watch.close()

@@ -1,0 +1,113 @@
+"""A line's envelope: what quoting, re-throwing and collecting put around an engine's own header, peeled off
+before the header is read, so that a new wrapper costs no new rule for every message behind it.
+
+- A reply's Markdown quote (``> ``, trl#1584 quotes a whole watchdog paste), however deep.
+- C++'s ``terminate called after throwing an instance of 'std::runtime_error'`` / ``  what():  MSG``: the
+  ``what()`` line carries the exception's message, which is a line of its own (``[Rank 3] NCCL watchdog
+  thread terminated with exception: ... Watchdog caught collective operation timeout ...``).
+- A collector's bare time of day in front of a dated header (ms-swift#7992: ``18:11:06.680 [rank4]:[E205
+  18:11:06.375 ...``): the header behind it carries the date, so the stamp adds nothing.
+- A CI log's gutter (``  | ``, Buildkite) and a bracketed stage or process label in front of a level word
+  (vllm-omni#1029: ``  | [Stage-1] ERROR 01-29 19:03:10 [async_llm.py:546] ...``): the label is kept as the
+  line's process.
+- Two lines glued into one by a paste or by two processes writing at once (sglang#3836: a fault handler's
+  module list ending ``PIL._imaging[rank5]:[E226 11:16:37 ...] ... Watchdog caught ...``): split where a
+  PyTorch glog header starts, each piece read as the line it is.
+
+Control characters and terminal escapes are not handled here: heads.unwrap is their one home.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .heads import LEVELS
+from .values import Fields
+
+_QUOTE = re.compile(r"(?:> ?){1,8}")
+_WHAT = re.compile(r"\s{0,8}what\(\):\s{1,8}")
+# a time of day with milliseconds and nothing else, followed by a bracketed header that carries its own date
+_TIME_OF_DAY = re.compile(r"\d\d:\d\d:\d\d\.\d{3} (?=\[)")
+# where a second line's header starts inside a first (the glue points: nothing else in a log starts like them):
+# PyTorch's rank-prefixed glog header, and a vLLM process wrapper followed by its level and date
+_GLUED = re.compile(
+    r"\[rank\d{1,7}\]:\[[IWEF]\d{3,4} \d\d:\d\d:\d\d"
+    r"|\([A-Za-z_]\w{0,40}(?: [\w=]{1,40})? pid=\d{1,10}\) (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d "
+)
+# a colour code whose escape byte and '[' a paste lost, in front of a wrapper or a header (vllm#14404: '1;36m(VllmWorker
+# rank=5 pid=33503) ERROR ...'); one that kept its '[' is heads.unwrap's
+_BARE_COLOUR = re.compile(r"\d{1,3}(?:;\d{1,3}){0,4}m(?=[(\[A-Z])")
+_GUTTER = re.compile(r"\s{0,8}\| (?=\S)|\s{1,8}(?=\[rank\d)")  # also a paste's blank before a rank tag
+_LABEL = re.compile(r"\[([A-Za-z][\w.-]{0,40})\] (?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d)")
+_ENVELOPE_CHARS = " \t>|:.,0123456789"
+# a logger's own fields behind the line's header: DeepSpeed's "[INFO] [launch.py:428:sigkill_handler] ", MindIE's
+# "[error] [36815] [hccl_runner.cpp:132] " (a level word, a thread id, a source location, each bracketed)
+_INNER = re.compile(
+    r"\[(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|debug|info|warning|warn|error|critical|fatal)\] "
+    r"(?:\[\d{1,10}\] )?(?:\[([\w./-]{1,128}:\d{1,7}(?::\w{1,64})?)\] )?"
+)
+TERMINATE = "terminate called after throwing an instance of"
+
+
+def may_wrap(s: str) -> bool:
+    """Cheap test: might ``peel`` take something off ``s``? (Most lines start with their own header.)"""
+    c = s[:1]
+    if c == ">" or (c.isdigit() and (s[2:3] == ":" or "m" in s[1:8])):
+        return True
+    if c == " ":
+        return "what():" in s[:16] or "| " in s[:10] or "[rank" in s[1:9]
+    return c == "[" and s[1:2].isupper() and "] " in s[2:44]
+
+
+def label(s: str) -> tuple[str, str] | None:
+    """(the stage or process label, the rest) of a line that starts ``[Stage-1] ERROR 01-29 ...``."""
+    m = _LABEL.match(s)
+    return (m.group(1), s[m.end() :]) if m else None
+
+
+def peel(s: str) -> str:
+    """``s`` without the quoting, the ``what():`` and the collector's time of day in front of its header."""
+    for _ in range(3):
+        c = s[:1]
+        m = (
+            _QUOTE.match(s)
+            if c == ">"
+            else (_WHAT.match(s) or _GUTTER.match(s))
+            if c in " w"
+            else (_TIME_OF_DAY.match(s) if s[2:3] == ":" else _BARE_COLOUR.match(s))
+            if c.isdigit()
+            else None
+        )
+        if m is None or m.end() >= len(s):
+            break
+        s = s[m.end() :]
+    return s
+
+
+def glued(s: str) -> bool:
+    """Cheap test: might a second line's header start inside ``s``?"""
+    return s.find("[rank", 1) > 0 or s.find(" pid=", 40) > 0
+
+
+def unglue(s: str) -> tuple[str, str] | None:
+    """(what came before, the line glued after it), when a PyTorch glog header or a vLLM process wrapper with
+    its header starts inside ``s`` (hami-core#261's paste: an NCCL INFO line, then the API server's DEBUG line)."""
+    m = _GLUED.search(s, 1, 8192)
+    if m is None:
+        return None
+    before = s[: m.start()]
+    if not before.strip(_ENVELOPE_CHARS) or before.endswith(("] ", ") ")):
+        # only a stamp or a quote in front, or a launcher's or collector's label ('[80746] ', 'node-7 [stderr] '):
+        # the line's envelope, which peel() and the wrappers take off, not a line of its own
+        return None
+    return before, s[m.start() :]
+
+
+def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str, str | None, Fields | None]:
+    """The message without a logger's bracketed fields in front, the level they name, the source location."""
+    m = _INNER.match(msg) if msg[:1] == "[" else None
+    if m is None:
+        return msg, level, extra
+    if m.group(2):
+        extra = {**(extra or {}), "source_file": m.group(2)}
+    return msg[m.end() :], LEVELS.get(m.group(1).upper(), level), extra
