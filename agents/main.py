@@ -131,6 +131,9 @@ class Agent:
         self._announced = False
         # stack dumps the server asked for wait in no queue: the batch they ride in is sent at once
         self.answers_waiting = False
+        # the pids this agent found as ranks in its last process sample: the only ones it will dump (read by the
+        # shipper's thread; replaced whole, never changed in place)
+        self._ranks: frozenset[int] = frozenset()
         self.recorder: Recorder | None = None  # --record: every batch also to a recording file
         self._agent = {
             "host": config.host,
@@ -160,7 +163,7 @@ class Agent:
         if owns is not None:  # py-spy only for a process this agent watches, whatever the server asks
             pids = [p for p in pids if owns(p)]
         if pids and self.src.stacks is not None:
-            self.src.stacks.request(pids)
+            self.src.stacks.request([int(p) for p in pids if isinstance(p, int)], self._ranks)
 
     # -- the loop -------------------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
@@ -233,6 +236,7 @@ class Agent:
         if src.processes is not None:
             procs = self._guard("process sample", src.processes.sample, now, pid_gpu_map(gpus)) or []
             self._procs += procs
+            self._ranks = frozenset(p.pid for p in procs if p.rank is not None and p.state != "exited")
             c.processes += len(procs)
             if src.preflight is not None:
                 for p in procs:

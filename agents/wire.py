@@ -32,6 +32,10 @@ INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 Scalar = float | int | str | bool | None  # event fields: stored as JSON, where any number fits
 Label = Annotated[str, Field(max_length=128)]
+# Strings too are bounded by the column they land in (tests/system/test_security_lengths.py checks each): a
+# longer one is a 422 naming its field on both backends, so the agent sets that record aside; PostgreSQL would
+# refuse it only at insert time, for the whole batch, naming nothing (and SQLite would store it).
+RankLabel = Annotated[str, Field(max_length=64)]
 Text = Annotated[str, Field(max_length=8192)]
 Pct = Annotated[float, Field(ge=0, le=1000)]
 NonNeg = Annotated[int, Field(ge=0, le=INT64_MAX)]
@@ -132,7 +136,7 @@ class ProcessSample:
     pid: NonNeg32
     create_time: Ts
     name: Label
-    rank: Label | None = None
+    rank: RankLabel | None = None
     role: Literal["scheduler", "main", "tokenizer", "detokenizer", "worker", "other"] = "other"
     engine: Literal["sglang", "vllm", "torch", "unknown"] = "unknown"
     state: Annotated[str, Field(max_length=16)] = "R"  # R/S/D/Z/T, or "exited"
@@ -250,7 +254,7 @@ class Event:
     ts: Ts
     kind: Annotated[str, Field(min_length=1, max_length=64)]
     message: Text = ""
-    rank: Label | None = None
+    rank: RankLabel | None = None
     severity: Severity = "info"
     source: Annotated[str, Field(max_length=512)] | None = None
     fields: Annotated[dict[Label, Scalar], Field(max_length=64)] = field(default_factory=dict)
@@ -274,7 +278,7 @@ class AgentInfo:
     host: HostName
     agent_id: AgentId
     deployment: DeploymentName
-    version: Label = "unknown"
+    version: Annotated[str, Field(max_length=64)] = "unknown"
     # the engine world (launch) this batch's engine data belongs to: its rendezvous, torchelastic run or
     # process tree (agents/collectors/ownership.py); None when the agent cannot tell (a log with no process)
     launch: Annotated[str, Field(min_length=1, max_length=256)] | None = None

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make the real components the tests use available: a running PostgreSQL, Debian's Chromium, promtool,
-# systemd-analyze (checks the agent's unit file).
+# systemd-analyze (checks the agent's unit file), nginx (runs deploy/nginx/specwatch.conf in front of a server).
 # Needs root for what is missing; where it cannot install, the tests say what is missing (and fail under CI=true).
 set -u
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi; }
@@ -14,6 +14,7 @@ apt_install() {
 [ -x /usr/bin/chromium ] || apt_install chromium
 command -v promtool >/dev/null || apt_install prometheus
 command -v systemd-analyze >/dev/null || apt_install systemd
+[ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || apt_install nginx-light
 
 if ! command -v pg_ctlcluster >/dev/null; then
   apt_install postgresql

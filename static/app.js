@@ -69,7 +69,7 @@
       if (btn.hasAttribute("data-stay")) {  // e.g. "send test": show the answer, keep the page
         btn.disabled = false;
         const failed = result && result.ok === false;
-        say(failed ? "failed: " + (result.error || "HTTP " + result.http_status) : "ok" + (result && result.http_status ? " (HTTP " + result.http_status + ")" : ""), failed ? "error" : "ok");
+        say(failed ? "not delivered" + (result.http_status ? " (HTTP " + result.http_status + ")" : "") : "ok" + (result && result.http_status ? " (HTTP " + result.http_status + ")" : ""), failed ? "error" : "ok");
         return;
       }
       window.location.reload();

@@ -188,10 +188,13 @@ def test_signature_verifies_only_with_the_secret_and_a_fresh_timestamp() -> None
     ts = int(time.time())
     h = signing.headers("k", ts, body, "d-1")
     assert h["X-Specwatch-Delivery"] == "d-1"
-    assert signing.verify("k", str(ts), body, h["X-Specwatch-Signature"], time.time())
-    assert not signing.verify("other", str(ts), body, h["X-Specwatch-Signature"], time.time())
-    assert not signing.verify("k", str(ts), body + b" ", h["X-Specwatch-Signature"], time.time())
-    assert not signing.verify("k", str(ts), body, h["X-Specwatch-Signature"], time.time() + 3600)
+    assert signing.verify("k", h, body, time.time())
+    assert not signing.verify("other", h, body, time.time())
+    assert not signing.verify("k", h, body + b" ", time.time())
+    assert not signing.verify("k", h, body, time.time() + 3600)
+    assert not signing.verify("k", {**h, "X-Specwatch-Delivery": "d-2"}, body, time.time()), (
+        "the id is signed"
+    )
     assert "X-Specwatch-Signature" not in signing.headers(None, ts, body, "d-2")
 
 

@@ -309,3 +309,15 @@ def test_a_fifo_or_directory_matching_the_glob_is_ignored_not_blocked_on(tmp_pat
     t = tailer([tmp_path / "*.log"], tmp_path / "state")
     assert ids(t.poll(T0)) == [1]  # returns at all: opening the FIFO would block forever
     assert t.files == [str(tmp_path / "sglang.log")]
+
+
+def test_a_link_to_a_log_in_the_same_folder_is_still_followed(tmp_path: Path) -> None:
+    # `current.log -> engine-0412.log`: a common way to name the live file; only links leaving the folder are
+    # refused (tests/system/test_security_agent_logs.py)
+    real = tmp_path / "engine-0412.log"
+    append(real, line(1))
+    (tmp_path / "current.log").symlink_to(real.name)
+    t = tailer([tmp_path / "current.log"], tmp_path / "state")
+    assert ids(t.poll(T0)) == [1]
+    append(real, line(2))
+    assert ids(t.poll(T0 + 1)) == [2]

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
-from tests.support.alert import Receiver, Store
-from tests.support.harness import wait_for
+from tests.support.alert import SECRET, Receiver, Store
+from tests.support.harness import ROOT, wait_for
 from tests.system.test_alert_delivery import start_server
 
 EVIL = "<!channel> <https://evil.example/login|open the runbook> & <@U0123>"
@@ -63,4 +64,48 @@ def test_slack_messages_escape_every_piece_of_cluster_text(tmp_path: Path) -> No
         server.stop()
         slack.stop()
         generic.stop()
+        store.close()
+
+
+def _doc_verify() -> Any:
+    """The receiver's verify() exactly as docs/alerts.md prints it."""
+    doc = (ROOT / "docs" / "alerts.md").read_text()
+    block = doc.split("## Signatures", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(block, scope)
+    return scope["verify"]
+
+
+def test_the_documented_receiver_refuses_a_replay_under_a_new_delivery_id(tmp_path: Path) -> None:
+    """Issue 32, finding 7: the signature covers the delivery id, for every payload kind; the receiver example
+    in docs/alerts.md checks it. A real server's deliveries to a real receiver, replayed."""
+    from app.store.db import upgrade
+
+    verify = _doc_verify()
+    url = f"sqlite:///{tmp_path / 'specwatch.db'}"
+    upgrade(url)
+    store = Store(url)
+    got = Receiver(tmp_path / "got.jsonl").start()
+    for fmt in ("generic", "slack", "alertmanager"):
+        store.add_receiver(got.url + f"/{fmt}", fmt=fmt, name=fmt, secret=SECRET)
+    server = start_server(url)
+    try:
+        store.open(store.launch("dep-sig"), culprit="TP3")
+
+        def three() -> list[dict[str, Any]] | None:
+            received = got.received()
+            return received if len(received) >= 3 else None
+
+        records = wait_for("three signed messages", three)
+        for record in records:
+            body = record["body"].encode()
+            assert verify(SECRET, record["headers"], body), record["path"]
+            replayed = {**record["headers"], "x-specwatch-delivery": "replayed-under-a-new-id"}
+            assert not verify(SECRET, replayed, body), (
+                f"{record['path']}: a new id passes the documented check"
+            )
+            assert not verify("another-secret", record["headers"], body)
+    finally:
+        server.stop()
+        got.stop()
         store.close()

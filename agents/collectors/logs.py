@@ -21,6 +21,7 @@ from typing import Any
 
 from agents import ranklabel, wire
 from agents.collectors import logstate
+from agents.collectors.logopen import Refused, open_log, watch_root
 from agents.collectors.logstate import Saved, fingerprint, identity
 from agents.collectors.logstream import Parser, Stream, same_file
 
@@ -139,21 +140,23 @@ class LogTailer:
 
     # -- discovery ---------------------------------------------------------------------------------------
 
-    def _matches(self) -> list[str]:
-        found: list[str] = []
+    def _matches(self) -> list[tuple[str, str]]:
+        """(path, the folder it must stay inside) for every file the patterns name now."""
+        found: list[tuple[str, str]] = []
         for pattern in self.patterns:
+            root = watch_root(pattern)
             # glob.glob, not Path.glob: patterns are absolute and may hold magic in any component
             if glob.has_magic(pattern):
-                found += sorted(glob.glob(pattern))  # noqa: PTH207
+                found += [(p, root) for p in sorted(glob.glob(pattern))]  # noqa: PTH207
             elif Path(pattern).is_dir():
-                found += sorted(glob.glob(str(Path(pattern) / "*.log")))  # noqa: PTH207
+                found += [(p, root) for p in sorted(glob.glob(str(Path(pattern) / "*.log")))]  # noqa: PTH207
             else:
-                found.append(pattern)
+                found.append((pattern, root))
         return found
 
     def _scan(self, now: float) -> None:
         seen: set[str] = set()
-        for path in self._matches():
+        for path, root in self._matches():
             try:
                 st = Path(path).stat()
             except OSError:
@@ -168,7 +171,7 @@ class LogTailer:
             if current is not None:
                 current.path, current.orphan = path, False
                 continue
-            self._open(path, ident, st, now)
+            self._open(path, root, ident, now)
         for s in self._streams.values():
             if s.ident not in seen:
                 s.orphan = True
@@ -188,17 +191,23 @@ class LogTailer:
                         st = entry.stat()
                         ident = identity(st)
                         if ident in missing and ident not in self._streams and entry.is_file():
-                            s = self._open(entry.path, ident, st, now)
+                            s = self._open(entry.path, d, ident, now)
                             if s is not None:
                                 s.orphan = True
 
-    def _open(self, path: str, ident: str, st: os.stat_result, now: float) -> Stream | None:
+    def _open(self, path: str, root: str, ident: str, now: float) -> Stream | None:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never block on a FIFO swapped in
+            fd, st = open_log(path, root)  # a link, a linked folder or a foreign hard link is refused
         except OSError as exc:
             if path not in self._unreadable:
                 self._unreadable.add(path)
-                log.warning("cannot read log file %s: %s (will keep trying)", path, exc.strerror or exc)
+                if isinstance(exc, Refused):
+                    log.warning("log file %s %s", path, exc)
+                else:
+                    log.warning("cannot read log file %s: %s (will keep trying)", path, exc.strerror or exc)
+            return None
+        if identity(st) != ident:  # swapped between the look and the open: look again next poll
+            os.close(fd)
             return None
         self._unreadable.discard(path)
         fp, fp_len = fingerprint(fd)

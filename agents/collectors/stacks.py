@@ -2,7 +2,13 @@
 
 The ingest ack lists pids the server wants a dump of (every rank of a launch that stopped moving); the dump
 comes back as a ``stacks`` event in a later batch. The sampling loop never waits for py-spy; the ranks of one
-host are dumped in parallel (a dump takes tens of milliseconds while the process is paused).
+host are dumped in parallel. ``py-spy dump --nonblocking`` reads the process without pausing it.
+
+The server's list is a hint, never an order (``StackGate``): the agent, often root, dumps only pids it found
+itself as a rank of the launch it watches (a dump shows command lines, function names and, from ``/proc``,
+kernel wait channels: a compromised or impersonated server must not read any process on the host through it),
+each pid at most every ``REPEAT_AFTER_S``, and the host at most ``BURST`` dumps at once refilled at
+``PER_S`` a second.
 
 Without py-spy, without the permission to attach (ptrace: root, ``CAP_SYS_PTRACE``, or
 ``kernel.yama.ptrace_scope=0``), or when py-spy times out, the answer is what ``/proc`` shows instead: each
@@ -29,7 +35,10 @@ log = logging.getLogger("specwatch.agent.stacks")
 
 _FRAME = re.compile(r"^\s+(\S.*?)\s+\((.*)\)\s*$")
 MAX_PENDING = 16
-REPEAT_AFTER_S = 2.0  # the server paces its asks (a quiet launch: every few s); this only bounds a runaway
+# the detector asks again every stack_repeat_s (2 s) until two rounds agree: a pid's repeat stays at that pace
+REPEAT_AFTER_S = 2.0
+# two rounds of 16 ranks at once; then one dump a second for the host, whatever the server asks
+BURST, PER_S = 32.0, 1.0
 
 
 def find_py_spy() -> str | None:
@@ -116,6 +125,37 @@ def proc_event(pid: int, ts: float, dump: str, why: str) -> wire.Event:
     )
 
 
+class StackGate:
+    """Which of the pids the server asked for the agent will dump: its own ranks, not too often."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self._clock = clock
+        self._last: dict[int, float] = {}
+        self._tokens, self._at = BURST, clock()
+        self._refused: set[int] = set()  # pids already reported, so a server that keeps asking is logged once
+
+    def admit(self, pids: list[int], ranks: frozenset[int]) -> list[int]:
+        now = self._clock()
+        self._tokens = min(BURST, self._tokens + (now - self._at) * PER_S)
+        self._at = now
+        out: list[int] = []
+        for pid in dict.fromkeys(pids):
+            if pid not in ranks:
+                if pid not in self._refused:
+                    self._refused.add(pid)
+                    log.warning("the server asked for a stack dump of pid %d, not a rank this agent watches: "
+                                "refused", pid)  # fmt: skip
+                continue
+            if now - self._last.get(pid, -1e18) < REPEAT_AFTER_S or self._tokens < 1:
+                continue
+            self._tokens -= 1
+            self._last[pid] = now
+            out.append(pid)
+        if len(self._last) > 4096:  # pids of long-gone ranks
+            self._last = {p: t for p, t in self._last.items() if now - t < REPEAT_AFTER_S}
+        return out
+
+
 class StackDumper:
     def __init__(
         self,
@@ -137,24 +177,22 @@ class StackDumper:
         self._lock = threading.Lock()
         self._done: list[wire.Event] = []
         self._inflight: set[int] = set()
-        self._last: dict[int, float] = {}
+        self._gate = StackGate()
 
     def describe(self) -> str:
         if self.py_spy_ok:
             return f"stack dumps: py-spy at {self.py_spy}"
         return "stack dumps: /proc thread states only (py-spy not found or not permitted)"
 
-    def request(self, pids: list[int]) -> None:
+    def request(self, pids: list[int], ranks: frozenset[int]) -> None:
+        """Dump those of ``pids`` that are among ``ranks`` (the agent's own) and the gate lets through."""
         if not self.enabled:
             return
-        mono = time.monotonic()
         with self._lock:
-            for pid in pids:
-                recent = mono - self._last.get(pid, -1e18) < REPEAT_AFTER_S
-                if pid in self._inflight or recent or len(self._inflight) >= MAX_PENDING:
-                    continue
+            for pid in self._gate.admit([p for p in pids if p not in self._inflight], ranks):
+                if len(self._inflight) >= MAX_PENDING:
+                    break
                 self._inflight.add(pid)
-                self._last[pid] = mono
                 self._pool.submit(self._dump, int(pid))
 
     def _dump(self, pid: int) -> None:
@@ -178,7 +216,10 @@ class StackDumper:
     def _py_spy(self, pid: int, ts: float) -> wire.Event | None:
         """The py-spy answer, or None where /proc should answer instead (not permitted, timed out)."""
         assert self.py_spy is not None
-        cmd = [self.py_spy, "dump", "--pid", str(pid)] + (["--native"] if self.native else [])
+        # --nonblocking: read the process's memory while it runs, never stop the rank being watched
+        cmd = [self.py_spy, "dump", "--nonblocking", "--pid", str(pid)] + (
+            ["--native"] if self.native else []
+        )
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s)
             out, err, rc = proc.stdout, proc.stderr, proc.returncode
@@ -221,17 +262,14 @@ class SimStackDumper:
         self.cluster = cluster
         self.host = host
         self._done: list[wire.Event] = []
-        self._last: dict[int, float] = {}
+        self._gate = StackGate()
 
     def describe(self) -> str:
         return f"stack dumps: simulated ({self.host})"
 
-    def request(self, pids: list[int]) -> None:
+    def request(self, pids: list[int], ranks: frozenset[int]) -> None:
         now = time.time()
-        for pid in pids:
-            if now - self._last.get(pid, -1e18) < REPEAT_AFTER_S:
-                continue
-            self._last[pid] = now
+        for pid in self._gate.admit(pids, ranks):
             dump = self.cluster.stack_dump(self.host, pid, now)
             self._done.append(stacks_event(pid, now, dump, "" if dump else f"no process {pid}"))
 

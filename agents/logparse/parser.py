@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, date, tzinfo
 
+from agents.cleantext import clean_text
 from agents.wire import Event
 
 from . import envelope, heads, torchrun
@@ -74,8 +75,9 @@ class LogParser(Forms):
         self.head_rank = False
         unknown = self.last_ts is None and now is None  # no time known yet: what this line says waits
         try:
-            if "\x00" in line:  # PostgreSQL text cannot hold NUL; binary garbage must not poison a batch
-                line = line.replace("\x00", "")
+            # escape sequences and controls go (agents/cleantext.py): a stored OSC 52 would reach a terminal, and
+            # PostgreSQL text cannot hold NUL; "\r" stays, it separates tqdm updates below
+            line = clean_text(line, "\t\n\r")
             if "\r" in line:
                 out: list[Event] = []
                 for part in line.split("\r"):

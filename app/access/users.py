@@ -253,3 +253,10 @@ def install(app: Any, settings: Any) -> None:
         resp.delete_cookie(SESSION_COOKIE)
         resp.delete_cookie(CSRF_COOKIE)
         return resp
+
+
+def is_admin(request: Any) -> bool:
+    """Whether a request (FastAPI's) comes from an admin: what a viewer may not read (receiver URLs) depends
+    on it. With ``auth=none`` everyone is one; a request the middleware did not see is not."""
+    principal = getattr(request.state, "principal", None)
+    return bool(principal is not None and principal.is_admin)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
+from app.access.users import is_admin
 from app.alerts import receivers, silences
 from app.api.bodies import unprocessable
 from app.api.context import Ctx, SessionsDep
@@ -44,11 +45,16 @@ class SilenceIn(BaseModel):
 
 
 @router.get("/receivers")
-def list_receivers(sessions: SessionsDep) -> list[dict[str, Any]]:
-    """Configured receivers with their delivery counts by status, last delivery and latest error."""
+def list_receivers(request: Request, sessions: SessionsDep) -> list[dict[str, Any]]:
+    """Configured receivers with their delivery counts by status, last delivery and latest error. Viewers see
+    each URL's scheme, host and port only: a webhook's path is often the credential to post in the channel."""
+    reveal = is_admin(request)
     with sessions() as s:
         counts, health = receivers.delivery_counts(s), receivers.health(s)
-        return [receivers.as_dict(r, counts.get(r.id), health.get(r.id)) for r in receivers.listed(s)]
+        return [
+            receivers.as_dict(r, counts.get(r.id), health.get(r.id), reveal=reveal)
+            for r in receivers.listed(s)
+        ]
 
 
 @router.post("/receivers", status_code=201, responses={409: {}, 422: {}})
@@ -96,18 +102,19 @@ def delete_receiver(receiver_id: int, sessions: SessionsDep) -> Response:
 
 @router.post("/receivers/{receiver_id}/test")
 def test_receiver(receiver_id: int, ctx: Ctx) -> dict[str, Any]:
-    """Send a signed test message now and report the receiver's status (never its body: the URL may name any
-    internal service; `specwatch receiver test` on the server prints it)."""
+    """Send a signed test message now and say whether it was delivered, with the receiver's HTTP status: nothing
+    else (not its body, reason phrase or redirect target, nor refused against timed out: the URL may name any
+    internal service, and this must not be a way to map one; `specwatch receiver test` on the server says
+    more)."""
     with ctx.sessions() as s:
         row = _receiver(s, receiver_id)
     settings = ctx.settings
     delivery_id, outcome = receivers.send_test(row, public_url(settings), settings.alert_timeout_s)
     return {
         "delivery_id": delivery_id,
-        "ok": outcome.ok,
+        "delivered": outcome.ok,
+        "ok": outcome.ok,  # the name before 0.1: the same answer
         "http_status": outcome.http_status,
-        "error": outcome.error,
-        "duration_ms": round(outcome.duration_ms, 1),
     }
 
 

@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import Any
 
+from agents.cleantext import echo
 from app.cli.commands import _db_arg, _migrated, _settings
 from app.cli.main import CommandError
 
@@ -51,7 +52,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                         secret=args.secret,
                         kinds=kinds,
                     )
-                    print(
+                    echo(
                         f"added receiver #{row.id} {row.name!r} ({row.format}, {'signed' if row.secret else 'unsigned'})"
                     )
             except receivers.ReceiverError as exc:
@@ -62,7 +63,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                 counts = receivers.delivery_counts(s)
                 rows = receivers.listed(s)
                 if not rows:
-                    print(
+                    echo(
                         "no receivers: add one with `specwatch receiver add URL --format generic|slack|alertmanager`"
                     )
                 for r in rows:
@@ -70,7 +71,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                     state = "enabled" if r.enabled else "paused"
                     which = ",".join(r.kinds) if r.kinds else "all kinds"
                     tally = " ".join(f"{k}={v}" for k, v in sorted(c.items())) or "no deliveries yet"
-                    print(
+                    echo(
                         f"#{r.id} {r.name}  {r.format}  {r.url}  {'signed' if r.secret else 'unsigned'}  "
                         f"{state}  {which}  [{tally}]"
                     )
@@ -82,17 +83,17 @@ def cmd_receiver(args: argparse.Namespace) -> int:
             row = found
             if args.receiver_command == "remove":
                 receivers.remove(s, row, now)
-                print(f"removed receiver {args.receiver!r}")
+                echo(f"removed receiver {args.receiver!r}")
                 return 0
         delivery_id, outcome = receivers.send_test(row, public_url(settings), settings.alert_timeout_s)
         if outcome.ok:
-            print(
+            echo(
                 f"delivered test message {delivery_id} to {row.name}: HTTP {outcome.http_status} in {outcome.duration_ms:.0f} ms"
             )
             if outcome.answer:
-                print(f"receiver answered: {outcome.answer}")
+                echo(f"receiver answered: {outcome.answer}")
             return 0
-        print(f"test message to {row.name} failed: {outcome.error}")
+        echo(f"test message to {row.name} failed: {outcome.error}")
         return 1
     finally:
         engine.dispose()
@@ -123,7 +124,7 @@ def cmd_silence(args: argparse.Namespace) -> int:
                         reason=args.reason or "",
                         created_by=args.by or "",
                     )
-                    print(
+                    echo(
                         f"silence #{row.id} until {time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(row.ends_at))}: {_what(row)}"
                     )
             except silences.SilenceError as exc:
@@ -136,17 +137,17 @@ def cmd_silence(args: argparse.Namespace) -> int:
                     stmt = stmt.where(Silence.ends_at > now)
                 rows = s.execute(stmt).scalars().all()
             if not rows:
-                print("no active silences" if not args.all else "no silences")
+                echo("no active silences" if not args.all else "no silences")
             for r in rows:
                 state = f"ends {_ago(r.ends_at, now)}" if r.ends_at > now else f"ended {_ago(r.ends_at, now)}"
                 by = f" by {r.created_by}" if r.created_by else ""
-                print(f"#{r.id} {_what(r)}  {state}{by}  {r.reason}")
+                echo(f"#{r.id} {_what(r)}  {state}{by}  {r.reason}")
             return 0
         with transaction(sessions) as s:
             ended = silences.end(s, args.id, now)
         if ended is None:
             raise CommandError(f"no silence #{args.id} (see `specwatch silence list --all`)")
-        print(f"silence #{args.id} ended")
+        echo(f"silence #{args.id} ended")
         return 0
     finally:
         engine.dispose()

@@ -41,6 +41,25 @@ def validate_url(url: str) -> str:
     return url
 
 
+def redact_url(url: str) -> str:
+    """What a viewer sees of a receiver's URL: scheme, host and port. The rest is often the credential (a
+    Slack or Teams webhook's path, a token in the query, a user and password)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    hidden = bool(parts.path.strip("/") or parts.query or parts.fragment or parts.username or parts.password)
+    return f"{parts.scheme}://{host}{port}/" + ("…" if hidden else "")
+
+
+def shown_url(row: AlertReceiver, reveal: bool) -> str:
+    return row.url if reveal else redact_url(row.url)
+
+
 def validate_kinds(kinds: list[str]) -> list[str]:
     cleaned = [k.strip() for k in kinds if k.strip()]
     unknown = [k for k in cleaned if k not in INCIDENT_KINDS]
@@ -128,9 +147,12 @@ def remove(session: Session, row: AlertReceiver, now: float) -> None:
 
 
 def as_dict(
-    row: AlertReceiver, counts: dict[str, int] | None = None, status: dict[str, Any] | None = None
+    row: AlertReceiver,
+    counts: dict[str, int] | None = None,
+    status: dict[str, Any] | None = None,
+    reveal: bool = True,
 ) -> dict[str, Any]:
-    """Never includes the secret: only whether one is set."""
+    """Never includes the secret: only whether one is set; the URL in full only with ``reveal`` (admins)."""
     status = status or {}
     return {
         "last_delivered_at": status.get("last_delivered_at"),
@@ -138,7 +160,7 @@ def as_dict(
         "last_error": status.get("last_error"),
         "id": row.id,
         "name": row.name,
-        "url": row.url,
+        "url": shown_url(row, reveal),
         "format": row.format,
         "kinds": list(row.kinds or []),
         "signed": bool(row.secret),

@@ -1,21 +1,25 @@
-"""Webhook signatures: ``X-Specwatch-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">``.
+"""Webhook signatures: ``X-Specwatch-Signature: sha256=<hex HMAC-SHA256 of "<delivery id>.<timestamp>.<body>">``.
 
-Signing the timestamp together with the body lets a receiver refuse replays (reject timestamps older than a
-few minutes) without trusting anything outside the signed bytes. docs/alerts.md shows the receiver's side.
+The delivery id, the timestamp and the body are signed together: a receiver refuses stale timestamps
+(replays) and dedupes on the id, and neither can be changed without the signature failing (a captured request
+replayed under a new id inside the tolerance would otherwise pass the dedupe). The same for every payload
+kind (generic, slack, alertmanager, test messages). docs/alerts.md shows the receiver's side, and
+``verify`` below is that very function.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 
 SIGNATURE_HEADER = "X-Specwatch-Signature"
 TIMESTAMP_HEADER = "X-Specwatch-Timestamp"
 DELIVERY_HEADER = "X-Specwatch-Delivery"
 
 
-def signature(secret: str, timestamp: int, body: bytes) -> str:
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+def signature(secret: str, delivery_id: str, timestamp: int, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), f"{delivery_id}.{timestamp}.".encode() + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
 
 
@@ -28,19 +32,21 @@ def headers(secret: str | None, timestamp: int, body: bytes, delivery_id: str) -
         DELIVERY_HEADER: delivery_id,
     }
     if secret:
-        out[SIGNATURE_HEADER] = signature(secret, timestamp, body)
+        out[SIGNATURE_HEADER] = signature(secret, delivery_id, timestamp, body)
     return out
 
 
 def verify(
-    secret: str, timestamp: str, body: bytes, header_value: str, now: float, tolerance_s: float = 300
+    secret: str, headers: Mapping[str, str], body: bytes, now: float, tolerance_s: float = 300
 ) -> bool:
-    """What a receiver does (used by `specwatch receiver test` users and the tests): constant-time compare,
-    and refuse a timestamp outside the tolerance."""
+    """What a receiver does: the signature over id, timestamp and raw body, compared in constant time; a
+    timestamp outside the tolerance refused. ``headers`` as received (any case)."""
+    h = {k.lower(): v for k, v in headers.items()}
     try:
-        ts = int(timestamp)
-    except ValueError:
+        ts = int(h["x-specwatch-timestamp"])
+        delivery, given = h["x-specwatch-delivery"], h["x-specwatch-signature"]
+    except (KeyError, ValueError):
         return False
     if abs(now - ts) > tolerance_s:
-        return False
-    return hmac.compare_digest(signature(secret, ts, body), header_value)
+        return False  # a replay of an old request
+    return hmac.compare_digest(signature(secret, delivery, ts, body), given)

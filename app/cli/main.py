@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from agents.cleantext import echo
 from app import __version__
 from app.kit.logsink import LOG_FORMAT
 
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_own_agents()
         parser = build_parser(argv)
     except CommandError as exc:
-        print(f"specwatch: {exc}", file=sys.stderr)
+        echo(f"specwatch: {exc}", file=sys.stderr)
         return exc.exit_code
     args = parser.parse_args(argv)
     if launch is not None:
@@ -111,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except CommandError as exc:
-        print(f"specwatch: {exc}", file=sys.stderr)
+        echo(f"specwatch: {exc}", file=sys.stderr)
         return exc.exit_code
     except ModuleNotFoundError as exc:
         # a command that imports the server's packages when it runs, on a host that installed the agent alone

@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from agents.cleantext import echo
 from app.cli.main import CommandError
 from app.kit.timefmt import ago, duration
 
@@ -152,16 +153,16 @@ def cmd_incidents(args: argparse.Namespace) -> int:
     api = Api(args)
     incidents = api.get("/api/v1/incidents", status="open" if args.open else None, limit=args.limit)
     if args.json:
-        print(json.dumps(incidents, indent=2))
+        echo(json.dumps(incidents, indent=2))
         return 0
     if not incidents:
-        print("no open incident" if args.open else "no incident recorded")
+        echo("no open incident" if args.open else "no incident recorded")
         return 0
     names = _deployments(api)
     now = time.time()
     for inc in incidents:
         inc.setdefault("deployment", names.get(inc.get("launch_id") or -1))
-        print("\n".join(incident_lines(inc, now)))
+        echo("\n".join(incident_lines(inc, now)))
     return 0
 
 
@@ -192,6 +193,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         for inc in incidents:
             inc.setdefault("deployment", names.get(inc.get("launch_id") or -1))
             out.extend(incident_lines(inc, now))
-    print("\n".join(out))
+    echo("\n".join(out))
     sys.stdout.flush()
     return EXIT_OPEN if incidents else 0

@@ -45,7 +45,7 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
     down = {
         h.name
         for h in fleet.hosts.values()
-        if cfg.agent_silent_enabled and faults.host_status(h, now, cfg) != "ok"
+        if cfg.agent_silent_enabled and faults.host_status(h, now, cfg, fleet.server_resumed_at) != "ok"
     }
 
     def host_down(name: str) -> bool:

@@ -170,6 +170,12 @@ class DetectConfig(BaseModel):
         30.0, description="An agent silent for its interval plus this is down: agent_silent."
     )
     agent_late_grace_s: float = Field(5.0, description="An agent silent for its interval plus this is late.")
+    agent_resume_grace_s: float = Field(
+        45.0,
+        description="After the server's own outage (a restart, a full disk, the database away: the detector "
+        "could not run) an agent not heard from since is only late for this long, plus its interval and "
+        "agent_silent_grace_s: its shipper backs off up to 30 s and then sends its spooled backlog.",
+    )
     agent_silent_enabled: bool = Field(
         True, description="Judge agent heartbeats (off for log replay, where there are none)."
     )

@@ -250,9 +250,17 @@ def xids(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
     return out
 
 
-def host_status(h: HostState, now: float, cfg: DetectConfig) -> str:
-    """ok, late (missed its interval plus a little) or down (interval plus the silent grace)."""
+def host_status(h: HostState, now: float, cfg: DetectConfig, resumed_at: float | None = None) -> str:
+    """ok, late (missed its interval plus a little) or down (interval plus the silent grace). ``resumed_at``:
+    when the server came back from an outage of its own; an agent not heard from since then is late, not
+    down, until it had a fair chance to report (its retries back off while the server is away)."""
     silent = now - h.last_seen
+    if (
+        resumed_at is not None
+        and h.last_seen < resumed_at
+        and now - resumed_at <= cfg.agent_resume_grace_s + h.interval_s + cfg.agent_silent_grace_s
+    ):
+        return "late" if silent > h.interval_s + cfg.agent_late_grace_s else "ok"
     if silent > h.interval_s + cfg.agent_silent_grace_s:
         return "down"
     if silent > h.interval_s + cfg.agent_late_grace_s:
@@ -265,7 +273,7 @@ def agents_silent(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
         return []
     out = []
     for h in fleet.hosts.values():
-        if host_status(h, now, cfg) != "down":
+        if host_status(h, now, cfg, fleet.server_resumed_at) != "down":
             continue
         ranks = sorted(
             r.label

@@ -40,6 +40,10 @@ EVIDENCE_REFRESH_S = 10.0
 # On its first start the detector reads this much recent history: a launch that began before the server (or
 # whose first batches beat the first tick) is seen from its start, yet months of old rows are not replayed.
 FIRST_START_LOOKBACK_S = 900.0
+# No tick committed for this long (this server down or restarting, its disk full, the database away): agents
+# could not report either, and their silence until they had a chance to is not theirs (DetectConfig
+# agent_resume_grace_s). Longer than a leader failover (one lease, 8 s), which agents ride out elsewhere.
+OUTAGE_GAP_S = 15.0
 
 
 class DetectorService:
@@ -70,6 +74,7 @@ class DetectorService:
         self.evidence_at: dict[str, float] = {}
         self.statuses: dict[str, str] = {}
         self.asked: dict[tuple[str, int], float] = {}  # (host, pid) -> when a suspicion asked for its stack
+        self.last_ok: float | None = None  # when the last tick committed (by any leader: read back on load)
 
     # --- the tick ----------------------------------------------------------------------------------------
     def tick(self, now: float) -> list[Decision]:
@@ -77,6 +82,12 @@ class DetectorService:
         # ingest is not held up behind it
         with _collector_paused():
             self._read_and_apply(now)
+        if self.last_ok is not None and now - self.last_ok > OUTAGE_GAP_S:
+            log.info(
+                "no detector tick for %.0f s (the server was away): agents get time to report",
+                now - self.last_ok,
+            )
+            self.fleet.server_resumed_at = now
         with transaction(self.sessions) as s:
             self._hosts()
             self._ended_launches(s, now)
@@ -90,6 +101,7 @@ class DetectorService:
             self._refresh_evidence(s, now)
             self._save_state(s, now)
         self.ticks += 1
+        self.last_ok = now
         self.last_decisions = decisions
         for d in decisions:
             if d.action != "update":
@@ -125,7 +137,9 @@ class DetectorService:
 
     # --- rebuild -----------------------------------------------------------------------------------------
     def _load(self, s: Session, now: float) -> None:
-        saved = {r.name: r.value for r in s.execute(select(models.DetectorState)).scalars()}
+        state_rows = s.execute(select(models.DetectorState)).scalars().all()
+        saved = {r.name: r.value for r in state_rows}
+        self.last_ok = max((r.updated_at for r in state_rows if r.updated_at is not None), default=None)
         for h, ts, message, fields in saved.get("xids", {}).get("events", []):
             self.fleet.xids.append(
                 (h, wire.Event(ts=ts, kind=wire.EventKind.GPU_XID, message=message, fields=fields))

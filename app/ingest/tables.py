@@ -9,6 +9,7 @@ safe with several servers writing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,8 +39,16 @@ class Placed:
     launch_id: int | None = None
 
 
+LABELS_KEY_MAX = 2048  # metric_series.labels_key
+
+
 def labels_key(labels: dict[str, str]) -> str:
-    return json.dumps(labels, sort_keys=True, separators=(",", ":"))
+    """The label set as the series' key: its JSON, or for a set longer than the column (32 labels of 128
+    characters fit the schema) a digest of it, so a valid metric is never refused by the database."""
+    key = json.dumps(labels, sort_keys=True, separators=(",", ":"))
+    if len(key) > LABELS_KEY_MAX:
+        key = "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+    return key
 
 
 def _table(model: type[models.Base]) -> Table:

@@ -285,6 +285,9 @@ class Fleet:
     by_pid: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
     by_gpu: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     xids: list[tuple[str, wire.Event]] = field(default_factory=list)  # (host, event) not yet tied to a launch
+    # when the server last came back from an outage of its own (the detector's job sets it): agent heartbeats
+    # missed while it was away are not the agents' silence (app/detect/faults.py host_status)
+    server_resumed_at: float | None = None
 
     def launch(self, key: str, deployment: str | None = None) -> LaunchState:
         st = self.launches.get(key)

@@ -12,6 +12,8 @@ from sqlalchemy import func, select
 
 from agents import wire
 from app import __version__
+from app.access.users import is_admin
+from app.alerts.receivers import shown_url
 from app.api.bodies import unprocessable
 from app.api.context import Ctx, HttpContext
 from app.kit.resources import templates_dir
@@ -155,7 +157,12 @@ def settings_page(request: Request, ctx: Ctx) -> HTMLResponse:
     now = time.time()
     with ctx.sessions() as s:
         tokens = s.execute(select(T).order_by(T.revoked_at.is_not(None), T.id.desc())).scalars().all()
-        receivers = s.execute(select(R).order_by(R.name)).scalars().all()
+        reveal = is_admin(request)
+        receivers = [
+            {"id": r.id, "name": r.name, "url": shown_url(r, reveal), "format": r.format, "kinds": r.kinds or [],
+             "enabled": r.enabled}
+            for r in s.execute(select(R).order_by(R.name)).scalars()
+        ]  # fmt: skip
         silences = s.execute(select(S).where(S.ends_at > now).order_by(S.ends_at)).scalars().all()
         n_hosts = s.execute(select(func.count()).select_from(models.Host)).scalar_one()
     return _render(

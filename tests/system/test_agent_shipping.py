@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from agents import wire
+from agents.collectors.procs import PsutilProcesses
 from agents.collectors.stacks import StackDumper, stacks_event, top_frame
 from agents.main import Agent, AgentConfig, Sources
 from agents.shipper import Shipper
@@ -147,7 +149,9 @@ STUCK = "import time\ndef wait_for_peer_rank():\n    time.sleep(120)\nwait_for_p
 
 
 def test_stack_requests_in_an_ack_come_back_as_a_stacks_event(tmp_path: Path) -> None:
-    victim = subprocess.Popen([sys.executable, "-c", STUCK])
+    # a torch.distributed worker (known by its environment): the agent dumps only the ranks it found itself
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    victim = subprocess.Popen([sys.executable, "-c", STUCK], env=env)
     try:
         time.sleep(1.0)
         spool = Spool(tmp_path / "spool")
@@ -157,9 +161,10 @@ def test_stack_requests_in_an_ack_come_back_as_a_stacks_event(tmp_path: Path) ->
             AgentConfig(host=HOST, deployment="d"),
             spool,
             Shipper(spool, "http://127.0.0.1:9", "t"),
-            Sources(stacks=dumper),
+            Sources(processes=PsutilProcesses(), stacks=dumper),
         )
         assert agent.shipper.on_ack is not None
+        agent.tick(time.time())
         agent.shipper.on_ack({"seq": 0, "stack_requests": [victim.pid]})
         deadline = time.time() + 60
         events: list[dict[str, Any]] = []
