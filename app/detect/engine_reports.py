@@ -40,7 +40,9 @@ def shm_repeat(st: LaunchState, sig: Signal, sigs: list[tuple[str | None, Signal
             and s.fields.get("pid") == sig.fields.get("pid")
             for _, s in sigs
         )
-    moved = any(r.last_progress_at > sig.ts for r in st.ranks.values() if r.phase not in TERMINAL_PHASES)
+    # any rank, live or since gone: progress after the wait means it passed (a launch that later ended does
+    # not make its compile's waits a hang after the fact)
+    moved = any(r.last_progress_at > sig.ts for r in st.ranks.values()) or (st.last_decode_at or 0.0) > sig.ts
     return earlier and not moved and not (sig.kind == EventKind.SHM_BROADCAST_WAIT and compiling(st, sig.ts))
 
 
@@ -51,9 +53,15 @@ COMPILE_CPU_RECENT_S = 90.0
 
 
 def compiling(st: LaunchState, ts: float) -> bool:
-    warming = any(r.phase == "warmup" for r in st.ranks.values()) and st.ready_at is None
+    """The engine is in its compile warm-up: it said so ("Warming up model for the compilation...", a Dynamo or
+    torch.compile step) and has not said it is done, or a process of it is busy on the CPU while it warms up. On
+    a loaded machine a compiling worker gets a sliver of a core: its own words are the surer sign."""
+    if st.ready_at is not None or not any(r.phase == "warmup" for r in st.ranks.values()):
+        return False
+    if st.compile_open:
+        return True
     busy = [r.cpu_busy_at for r in st.ranks.values()] + [e.cpu_busy_at for e in st.procs.values()]
-    return warming and any(b is not None and ts - b <= COMPILE_CPU_RECENT_S for b in busy)
+    return any(b is not None and ts - b <= COMPILE_CPU_RECENT_S for b in busy)
 
 
 def named_ranks(sigs: list[tuple[str | None, Signal]]) -> str:

@@ -32,6 +32,10 @@ def _most_loaded(st: LaunchState) -> bool:
 _NOT_LOADED = (None, "dist_init_begin", "dist_init_end", "load_begin")
 
 
+# how many times the warm-up's expected interval a compile the engine announced may take before it is judged
+COMPILE_FACTOR = 10.0
+
+
 def quiet_for(r: RankState, now: float) -> float:
     return now - r.last_progress_at
 
@@ -40,6 +44,10 @@ def working(st: LaunchState, r: RankState, now: float, cfg: DetectConfig) -> str
     """Legitimate work a quiet rank may be doing: loading (memory, disk, shards), GPU compute, or CPU (JIT)."""
     if reason := loading_progress(st, r, now, cfg):
         return reason
+    if st.compile_open and r.phase == "warmup" and now - r.phase_since <= COMPILE_FACTOR * cfg.warmup_s:
+        # the engine said it compiles and has not said it is done: on a loaded host its worker gets a sliver of
+        # a core and prints nothing for minutes (a real cold compile took 189 s at load 20)
+        return "compiling (the engine's warm-up)"
     if recent(r.gpu_active_at, now, cfg.soft_progress_window_s):
         return "GPU computing"
     if cpu_busy(r, now, cfg):

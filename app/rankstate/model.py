@@ -249,6 +249,8 @@ class LaunchState:
     log_pids: dict[tuple[str, int], str] = field(default_factory=dict)
     # the engine processes that are not ranks, by "host:pid" (app/rankstate/procs.py)
     procs: dict[str, EngineProc] = field(default_factory=dict)
+    # the engine said its compile warm-up began and has not said it ended (not persisted)
+    compile_open: bool = False
     # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)
     spec_method: str | None = None
     # a torch job's own lines (app/rankstate/torchjob.py): the latest, and the gaps between them (its cadence,

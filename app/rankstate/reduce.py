@@ -144,6 +144,7 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         k == "progress" and str(ev.fields.get("desc", "")).startswith(OFFLINE_GENERATE)
     ):
         st.ready_at = ev.ts if st.ready_at is None or k == "server_ready" else st.ready_at
+        st.compile_open = False
         for r in st.ranks.values():
             if r.phase in STARTUP_PHASES or (r.phase == "stalled" and r.stalled_from in STARTUP_PHASES):
                 r.stalled_from = None
@@ -188,8 +189,16 @@ def _phase_of(r: RankState) -> str:
     return r.stalled_from if r.phase == "stalled" and r.stalled_from else r.phase
 
 
+def _compile_mark(st: LaunchState, kind: str) -> None:
+    if kind in ("warmup_begin", "warmup_progress"):
+        st.compile_open = True
+    elif kind in ("warmup_end", "engine_init_end", "server_ready"):
+        st.compile_open = False
+
+
 def _engine_step(st: LaunchState, ev: wire.Event) -> None:
     """An engine process's start-up step moves every live rank it serves that is not yet past it."""
+    _compile_mark(st, ev.kind)
     phase = PHASE_OF_EVENT[ev.kind]
     for r in st.ranks.values():
         cur = _phase_of(r)
@@ -220,6 +229,7 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
     if k in MILESTONES:
         r.milestones += 1
         r.last_milestone = k
+    _compile_mark(st, k)
     phase = PHASE_OF_EVENT.get(k)
     if phase and k in ENGINE_STEPS and _phase_of(r) not in STARTUP_PHASES:
         phase = None  # a compile step of a rank already serving (a new shape): it is serving still
