@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agents import __version__, wire
+from agents.batching import split
 from agents.collectors.engine_metrics import EngineMetrics
 from agents.collectors.nvml import GpuBackend, pid_gpu_map
 from agents.collectors.ownership import by_world
@@ -28,9 +29,6 @@ from agents.shipper import Shipper
 from agents.spool.store import Spool
 
 log = logging.getLogger("specwatch.agent")
-
-MAX_BATCH_BYTES = 4 * 1024 * 1024  # half the server's default body limit, uncompressed
-MAX_EVENTS_PER_BATCH = 20000
 
 
 class LogSource(Protocol):
@@ -95,24 +93,6 @@ class Sources:
     extra: list[EventSource] = field(default_factory=list)
     # called at the start of every tick (simulate mode appends the engine's log lines to real files here)
     before_tick: Callable[[float], None] | None = None
-
-
-def event_size(e: wire.Event) -> int:
-    return len(e.message) + 64 * (len(e.fields) + 2)
-
-
-def split(events: list[wire.Event], budget: int = MAX_BATCH_BYTES) -> list[list[wire.Event]]:
-    """Chunks of events that each fit one request; the first chunk rides with the samples."""
-    chunks: list[list[wire.Event]] = [[]]
-    size = 0
-    for e in events:
-        n = event_size(e)
-        if chunks[-1] and (size + n > budget or len(chunks[-1]) >= MAX_EVENTS_PER_BATCH):
-            chunks.append([])
-            size = 0
-        chunks[-1].append(e)
-        size += n
-    return chunks
 
 
 class Agent:
