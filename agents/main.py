@@ -138,10 +138,9 @@ class Agent:
             log.info("log offsets resumed from spooled batch seq=%d (newer than the tailer's state)", seq)
 
     def _on_ack(self, ack: dict[str, Any]) -> None:
+        # the server's list is a hint: the stack gate dumps only pids this agent sampled as ranks, and it
+        # samples only the processes it owns (agents/collectors/ownership.py), so one rule says who is dumped
         pids = [p for p in ack.get("stack_requests") or [] if isinstance(p, int)]
-        owns = getattr(self.src.processes, "owns", None)
-        if owns is not None:  # py-spy only for a process this agent watches, whatever the server asks
-            pids = [p for p in pids if owns(p)]
         if pids and self.src.stacks is not None:
             self.src.stacks.request([int(p) for p in pids if isinstance(p, int)], self._ranks)
 

@@ -85,8 +85,8 @@ def test_stuck_rank_is_highlighted_within_the_detection_time(stuck_launch: tuple
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(server.base_url + "/")
-        page.wait_for_selector("table.deployments a", timeout=30_000)
-        page.click("table.deployments a")
+        page.wait_for_selector("table.deployments a[href^='/launches/']", timeout=30_000)
+        page.click("table.deployments a[href^='/launches/']")  # the launch, not the deployment page
         # a locator, not wait_for_function: a string predicate is an eval, which the page's CSP refuses
         from playwright.sync_api import expect
 
