@@ -56,6 +56,9 @@ TAIL_S = 75.0
 START_IN_S = 1.0
 READ_S, BATCH_S = 0.5, 1.0  # the agent's read and batch periods: fourteen agents, fourteen requests a second
 DELIVERY_S = READ_S + BATCH_S + 1.0  # a line's way to the server: read, batched, sent, stored
+# beside the suite's own CPU hogs (the torch training jobs run one) a batch can take seconds more to arrive:
+# the live server may open later than replay by that much, never earlier, and never a different incident
+LATE_S = 6.0
 
 
 def _config() -> DetectConfig:
@@ -160,7 +163,7 @@ def _live_and_replay_agree(db_url: str, tmp_path: Path) -> None:
             continue
         for i, r in zip(offline, live, strict=True):
             # the server can only judge a line once its batch has arrived; replay has it at the line's time
-            if not -TICK_S <= r.opened_at - i.opened_at <= TICK_S + DELIVERY_S:
+            if not -TICK_S <= r.opened_at - i.opened_at <= TICK_S + DELIVERY_S + LATE_S:
                 differences.append(f"{stem}: {i.kind} opened {r.opened_at - i.opened_at:+.1f} s apart")
             if (i.resolved_at is None) != (r.resolved_at is None or r.resolved_at > horizon):
                 differences.append(f"{stem}: {i.kind} resolved {i.resolved_at} replay / {r.resolved_at} live")
