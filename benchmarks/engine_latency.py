@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.harness import ServerProcess, is_leader, upgrade_db, wait_for
-from tests.support.vllmengine import incidents, make_models, start_engine, vllm_python, wait_ready
+from tests.support.harness import ServerProcess, wait_for
+from tests.support.vllmengine import NGRAM, engine_server, incidents, start_engine, wait_ready
 
 
 def _incident(
@@ -43,18 +43,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--stops", type=int, default=2, help="SIGSTOP/SIGCONT cycles per round")
     args = ap.parse_args()
-    py = vllm_python()
     base = Path(tempfile.mkdtemp(prefix="engine-latency-"))
-    models = make_models(py, base / "models")
-    db = f"sqlite:///{base / 'sw.db'}"
-    upgrade_db(db)
-    server = ServerProcess(db, env={"SPECWATCH_DETECT_INTERVAL_S": "1"}).start()
-    wait_for("leader", lambda: is_leader(server), timeout=120, every=0.5)
+    py, models, db, server = engine_server(base)
     got: dict[str, list[float]] = {"stall": [], "resolve": [], "crash": [], "ready": []}
     try:
         for rnd in range(args.rounds):
             name = f"bench-{rnd}"
-            spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+            spec = NGRAM
             eng = start_engine(server, db, base, name, spec, py=py, model=models / "target")
             got["ready"].append(wait_ready(eng, timeout=600))
             eng.complete(64)

@@ -22,8 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.harness import ServerProcess, is_leader, upgrade_db, wait_for
-from tests.support.vllmengine import incidents, launches, make_models, start_engine, vllm_python, wait_ready
+from tests.support.vllmengine import NGRAM, engine_server, incidents, launches, start_engine, wait_ready
 
 
 def main() -> int:
@@ -33,14 +32,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    py = vllm_python()
     base = Path(tempfile.mkdtemp(prefix="engine-soak-"))
-    models = make_models(py, base / "models")
-    db = f"sqlite:///{base / 'sw.db'}"
-    upgrade_db(db)
-    server = ServerProcess(db, env={"SPECWATCH_DETECT_INTERVAL_S": "1"}).start()
-    wait_for("leader", lambda: is_leader(server), timeout=120, every=0.5)
-    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+    py, models, db, server = engine_server(base)
+    spec = NGRAM
     eng = start_engine(server, db, base, "soak", spec, py=py, model=models / "target", eager=not args.compile)
     served = errors = 0
     try:

@@ -23,7 +23,17 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.support.harness import IN_CI, ROOT, ServerProcess, agent_token, free_port, unavailable
+from tests.support.harness import (
+    IN_CI,
+    ROOT,
+    ServerProcess,
+    agent_token,
+    free_port,
+    is_leader,
+    unavailable,
+    upgrade_db,
+    wait_for,
+)
 
 VLLM_ENV_SCRIPT = ROOT / "scripts" / "vllm-env.sh"
 MODELS = ROOT / "tests" / "support" / "tinymodels.py"
@@ -243,3 +253,18 @@ def kill_tree(pids: Iterator[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+
+
+def engine_server(base: Path) -> tuple[str, Path, str, ServerProcess]:
+    """What the benchmarks share: vLLM's python, the tiny models under ``base``, a fresh SQLite store and a real
+    server leading it (its detector running, a tick a second)."""
+    py = vllm_python()
+    models = make_models(py, base / "models")
+    db = f"sqlite:///{base / 'sw.db'}"
+    upgrade_db(db)
+    server = ServerProcess(db, env={"SPECWATCH_DETECT_INTERVAL_S": "1"}).start()
+    wait_for("the server to lead", lambda: is_leader(server), timeout=120, every=0.5)
+    return py, models, db, server
