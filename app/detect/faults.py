@@ -63,7 +63,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
         for lab, s in st.signals
         if s.kind == "traceback" and lab in (None, first.label) and abs(s.ts - first_ts) <= 120
     ]
-    ev += _traceback_row(tb, first.label)
+    ev += traceback_row(tb, first.label)
     if first.last_log:
         ev.append(evidence(first.last_log_at, first.label, "last log line", first.last_log))
     live = [r for r in st.ranks.values() if r.phase not in ("crashed", "exited")]
@@ -131,7 +131,7 @@ def _deaths(r: RankState) -> list[Signal]:
     return [s for s in r.signals if s.kind in CRASH_SIGNALS]
 
 
-def _traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
+def traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
     """The first traceback near a crash, as one evidence row (its exception type and its last lines)."""
     if not tb:
         return []
@@ -148,7 +148,7 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
     sig = sigs[0]
     ev = [evidence(s.ts, None, s.kind.replace("_", " "), s.message[:400]) for s in sigs[:8]]
     tb = [s for lab, s in st.signals if s.kind == "traceback" and abs(s.ts - sig.ts) <= 120]
-    ev += _traceback_row(tb, None)
+    ev += traceback_row(tb, None)
     return Finding(
         key=f"crash:{st.key}",
         kind="rank_crashed",
@@ -184,7 +184,7 @@ def _startup_traceback(st: LaunchState) -> Finding | None:
             "(the traceback names no rank).",
             culprit=None,
             ranks=[],
-            evidence=_traceback_row([s], None),
+            evidence=traceback_row([s], None),
             confidence="confirmed",
             since=s.ts,
             phase=phase,

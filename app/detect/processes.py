@@ -6,7 +6,7 @@ unexpectedly" / ``EngineDeadError``). Pure: launch state and ``now`` in, finding
 
 from __future__ import annotations
 
-from app.detect import endings
+from app.detect import endings, faults
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.detect.hangs import launch_phase
@@ -127,9 +127,7 @@ def engine_death(st: LaunchState, now: float) -> Finding | None:
     ]
     ev += [evidence(s.ts, None, "engine dead", excerpt(s.message, 300)) for s in said[:2]]
     tb = [s for _, s in st.signals if s.kind == "traceback" and abs(s.ts - first_ts) <= 120]
-    if tb:
-        exc = tb[0].fields.get("exc_type") or "exception"
-        ev.append(evidence(tb[0].ts, None, f"traceback ({exc})", tb[0].message[-600:]))
+    ev += faults.traceback_row(tb, None)  # the rank crash's own row: one way to show a traceback
     for r in st.ranks.values():
         if r.phase == "crashed" and r.exited_at is not None:
             ev.append(evidence(r.exited_at, r.label, "rank went down with it", f"process {r.pid} exited"))
