@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.jobs import leader
-from app.jobs.background import Job, Leadership
+from app.kit.background import Job, Leadership
 from app.settings import Settings
 from app.store.db import make_engine, session_factory
 

@@ -16,22 +16,22 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 
 from app import __version__, web
-from app.acceptance.api import router as acceptance_router
-from app.acceptance.detail_api import router as acceptance_detail_router
 from app.access import users as access
 from app.access.security import HttpGuard
 from app.access.users import AccessControl
-from app.alerts import api as alerts_api
+from app.api import alerts as alerts_api
 from app.api import docs as apidocs
 from app.api import health, openapi
 from app.api import prometheus as promexport
 from app.api.context import HttpContext
+from app.api.fastpath import SpecwatchApp
+from app.api.ingest import ingest_router
 from app.api.read import read_router
-from app.ingest.fastpath import SpecwatchApp
-from app.ingest.http import ingest_router
 from app.jobs import leader, registry
 from app.kit.logsink import LOG_FORMAT, LogSink, Throttle
 from app.settings import Settings
+from app.web.acceptance import router as acceptance_router
+from app.web.acceptance_detail import router as acceptance_detail_router
 
 log = logging.getLogger("specwatch")
 

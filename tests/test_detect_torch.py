@@ -8,7 +8,7 @@ from typing import Any
 
 from agents import ranklabel
 from agents.logparse import LogParser
-from app.detect import stacks
+from app.rankstate import stacks
 from tests.support.detect_scenarios import Cluster, idle_gpus
 
 WAITING = """Process 16545: /venv/bin/python -u job.py busy

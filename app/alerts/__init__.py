@@ -2,14 +2,14 @@
 
 A server wires it in through its context (app/context.py) from the job registry (app/jobs/registry.py):
 ``install`` adds the outbox hook to the context's incident change hooks, ``jobs`` builds the sender and the
-reminder jobs. The JSON routes are ``app.alerts.api.router``, included by create_app.
+reminder jobs. The JSON routes are ``app.api.alerts.router``, included by create_app.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.jobs.background import Job
+from app.kit.background import Job
 from app.store.db import transaction
 
 if TYPE_CHECKING:  # app.context imports app.alerts.sender, which runs this package's __init__ first
@@ -27,8 +27,9 @@ def install(ctx: ServerContext) -> None:
 
 def jobs(ctx: ServerContext) -> list[Job]:
     """The sender (every server: claims are per delivery row) and the reminders (the leader)."""
-    from app.alerts import api, outbox
+    from app.alerts import outbox
     from app.alerts.sender import Sender, SenderConfig
+    from app.api import alerts as api
 
     settings = ctx.settings
     sender = Sender(

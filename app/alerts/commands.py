@@ -33,7 +33,7 @@ def _ago(ts: float, now: float) -> str:
 
 def cmd_receiver(args: argparse.Namespace) -> int:
     from app.alerts import receivers
-    from app.alerts.api import public_url
+    from app.api.alerts import public_url
     from app.store.db import transaction
 
     settings, engine, sessions = _session(args)

@@ -17,8 +17,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.alerts import silences
-from app.api.locate import rank_location
 from app.detector import incidents
+from app.store.locate import rank_location
 from app.store.models import (
     AlertDelivery,
     AlertReceiver,

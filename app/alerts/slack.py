@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.alerts.formats import Message, clock, evidence_line, headline, incident_url, kind_title, where
-from app.api.locate import gpu_text
+from app.store.locate import gpu_text
 
 MAX_EVIDENCE = 6
 MAX_DETAILED = 8  # incidents of a grouped message shown in full; the rest are listed by name

@@ -22,13 +22,13 @@ from app.api.health import Health
 from app.context import ServerContext
 from app.ingest.batches import IngestResult
 from app.ingest.cache import IngestCache
+from app.ingest.live import Live
 from app.ingest.queue import IngestWriter
 from app.ingest.stats import IngestStats
 from app.jobs import leader
-from app.jobs.background import Leadership
+from app.kit.background import Leadership
 from app.settings import Settings
 from app.store.db import make_engine, session_factory
-from app.web.live import Live
 
 # called after each stored batch, on the event loop: (batch, result, now)
 AfterIngest = Callable[[wire.IngestBatch, IngestResult, float], None]

@@ -33,10 +33,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from agents.wire import INCIDENT_KINDS
 from app import __version__
 from app.api.context import HttpContext
-from app.api.locate import gpu_ranks, rank_location
 from app.ingest.queue import IngestWriter
 from app.ingest.stats import IngestStats
 from app.store import models
+from app.store.locate import gpu_ranks, rank_location
 
 GPU_STALE_S = 600.0  # a GPU not sampled for this long is no longer exported (its host is gone or idle)
 ACCEPT_WINDOW_S = 900.0  # acceptance older than this is not "current"

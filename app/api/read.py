@@ -1,4 +1,4 @@
-"""The read API the dashboard shares with users (agent ingest is app/ingest/http.py)."""
+"""The read API the dashboard shares with users (agent ingest is app/api/ingest.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import func, select
 
 from app.api.context import SessionsDep
-from app.api.locate import rank_location
 from app.store import models
+from app.store.locate import rank_location
 
 read_router = APIRouter(prefix="/api/v1")
 

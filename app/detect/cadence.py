@@ -12,8 +12,8 @@ Pure: launch state, stack groups and time in; no clock.
 from __future__ import annotations
 
 from app.detect.config import DetectConfig
-from app.detect.stacks import StackGroup
 from app.rankstate import LaunchState
+from app.rankstate.stacks import StackGroup
 from app.rankstate.torchjob import is_torch_job, phase_of_frames
 
 MIN_GAPS = 3  # gaps between job lines before the cadence is trusted

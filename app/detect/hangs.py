@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from agents import ranklabel
-from app.detect import cadence, stacks
+from app.detect import cadence
 from app.detect.config import DetectConfig
 from app.detect.culprit import (
     behind_in_nccl,
@@ -22,7 +22,7 @@ from app.detect.culprit import (
 )
 from app.detect.findings import Evidence, Finding, evidence
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
-from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState
+from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, stacks
 from app.rankstate.torchjob import is_torch_job
 from app.rankstate.unnamed import stand_ins
 

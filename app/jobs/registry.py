@@ -27,7 +27,7 @@ from app import alerts
 from app.context import ServerContext
 from app.detector.job import DetectorService
 from app.jobs import leader, metric_rollups, partitions, retention, rollups
-from app.jobs.background import Job, JobFn, run_job
+from app.kit.background import Job, JobFn, run_job
 from app.store.db import checkpoint_sqlite, transaction
 
 log = logging.getLogger("specwatch")

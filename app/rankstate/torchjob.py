@@ -5,7 +5,7 @@ launcher's output).
 Phases: ``dist_init`` (the rendezvous and init_process_group; with NCCL the communicator is built in the first
 collective, so a rank is in dist_init until it is seen past one), ``training`` (steps: compute between
 collectives), ``checkpoint`` (torch.save and the writes under it), ``teardown`` (destroy_process_group). Where
-a rank is comes from the innermost meaningful frames of its stack dump (app/detect/stacks.py's place). A
+a rank is comes from the innermost meaningful frames of its stack dump (app/rankstate/stacks.py's place). A
 line the job prints without a rank tag (``step 120 loss 2.1`` on torchrun's stdout) is a sign of life of the
 whole job: in SPMD training a rank that prints has passed its last collective, which every peer had to join.
 
@@ -70,7 +70,7 @@ def stack_phase(r: RankState, frames: list[str], waiting: bool, importing: bool,
 
 def place_from_stack(st: LaunchState, r: RankState, ev: wire.Event) -> None:
     """A torch rank's stack dump (a ``stacks`` event) says which phase it is in."""
-    from app.detect.stacks import place  # the one reading of a dump's frames (pure, as this module is)
+    from app.rankstate.stacks import place  # the one reading of a dump's frames (pure, as this module is)
 
     where = place(ev.message, dict(ev.fields))
     if where is not None:

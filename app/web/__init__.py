@@ -10,7 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from app.ingest.batches import IngestResult
 from app.kit.resources import static_dir
 
-if TYPE_CHECKING:  # app.api.context imports app.web.live, which runs this package's __init__ first
+if TYPE_CHECKING:  # app.api.context imports app.ingest.live, which runs this package's __init__ first
     from agents import wire
     from app.api.context import HttpContext
 

@@ -8,9 +8,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agents.wire import EventKind
-from app.api.locate import rank_location
-from app.detect import stacks as stack_groups
+from app.rankstate import stacks as stack_groups
 from app.store import models
+from app.store.locate import rank_location
 
 STACK_LOOKBACK_S = 600.0
 
@@ -108,7 +108,7 @@ def _stacks(session: Session, inc: models.Incident, now: float) -> list[dict[str
             or f"pid {pid}"
         )
         dumps.append((label, r.ts, r.message or "", r.fields or {}))
-    # the detector's own grouping (app/detect/stacks.py): the page says what the incident says
+    # the detector's own grouping (app/rankstate/stacks.py): the page says what the incident says
     return [
         {**g.as_dict(), "function": g.where, "dump": g.dump, "ts": g.ts} for g in stack_groups.group(dumps)
     ]

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api.locate import gpu_ranks, rank_location
 from app.store import models
+from app.store.locate import gpu_ranks, rank_location
 from app.web.lineage import describe, shown_launches
 
 # a host is "late" after this many missed reporting intervals, and "silent" after LATE * 4

@@ -82,7 +82,7 @@ class Site:
     def stack_places(self, name: str) -> list[str]:
         """Every distinct place py-spy found a rank of the job in (its innermost meaningful frame), for the
         record of what the real jobs showed (printed with ``-s``)."""
-        from app.detect.stacks import place
+        from app.rankstate.stacks import place
 
         launch = self.launch(name)
         if launch is None:

@@ -1,4 +1,4 @@
-"""``POST /api/v1/ingest`` is answered in front of FastAPI's router (app/ingest/fastpath.py): what an agent,
+"""``POST /api/v1/ingest`` is answered in front of FastAPI's router (app/api/fastpath.py): what an agent,
 a browser or an operator sees of it is what the framework's route gave them — security headers on every
 answer, cross-site posts refused, the token checked first, 422s that name the field, 405 for other methods
 and the route still in the OpenAPI schema."""

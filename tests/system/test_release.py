@@ -196,7 +196,7 @@ def _first_static_css() -> str:
 def _page_paths(base: str) -> list[str]:
     """Every page and HTML partial the dashboard serves (read from the routers, so a new page is covered),
     with ids of a launch and an incident the demo has stored."""
-    from app.acceptance.api import router as acceptance_router
+    from app.web.acceptance import router as acceptance_router
     from app.web.pages import router as pages_router
 
     launch_id = httpx.get(base + "/api/v1/launches", timeout=30).json()[0]["id"]

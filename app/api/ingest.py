@@ -52,7 +52,7 @@ async def ingest(batch: wire.IngestBatch, request: Request) -> Response:
     """Store one batch from one agent, all or nothing, authorised by the host's token
     (``Authorization: Bearer …``). Re-sending an acknowledged batch is harmless. The answer comes once the
     batch is committed (group commit: app/ingest/queue.py)."""
-    # what /docs shows; POSTs are answered by app/ingest/fastpath.py, through the same ack_of()
+    # what /docs shows; POSTs are answered by app/api/fastpath.py, through the same ack_of()
     return Response(await ack_of(batch, request), media_type="application/json")
 
 

@@ -9,7 +9,7 @@ layers did for ingest and nothing else:
   :class:`app.access.users.AccessControl` let ingest through untouched (agents carry their own tokens);
 - the token is checked before a byte of the body is read (``authenticate_agent``, as the route did);
 - the body is read, capped and decoded as the route did (app/api/bodies.py: msgspec, then pydantic for what
-  msgspec refuses), and stored through the same :func:`app.ingest.http.ack_of`;
+  msgspec refuses), and stored through the same :func:`app.api.ingest.ack_of`;
 - every error is answered by the app's own exception handlers (401/403/413/415/422 in FastAPI's shape, 503
   for an unreachable database), looked up as Starlette looks them up.
 
@@ -32,8 +32,8 @@ from agents import wire
 from app.access.security import HttpGuard
 from app.api.bodies import read_limited_body, validate_body, without_nul
 from app.api.context import context_of, context_of_app
+from app.api.ingest import ack_of, authenticate_agent
 from app.ingest.decode import decode_batch
-from app.ingest.http import ack_of, authenticate_agent
 
 PATH = "/api/v1/ingest"
 _JSON_HEADERS = [(b"content-type", b"application/json")]

@@ -18,13 +18,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agents.wire import EventKind
-from app.acceptance.api import MAX_REPORTS, acceptance_report, load_evidence
 from app.acceptance.breakdown import breakdown
 from app.api.bodies import unprocessable
 from app.api.context import SessionsDep
 from app.api.openapi import REF
 from app.rankstate.accept_history import per_position
 from app.store import models
+from app.web.acceptance import MAX_REPORTS, acceptance_report, load_evidence
 from app.web.pages import templates
 
 router = APIRouter()
