@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import Any
 
+from agents.logparse.zones import resolve_tz
+
 log = logging.getLogger("specwatch.agent.logs")
-
-
-def resolve_tz(name: str) -> tzinfo:
-    from datetime import datetime
-    from zoneinfo import ZoneInfo
-
-    if name in ("UTC", "utc"):
-        return UTC
-    if name == "local":
-        local = datetime.now().astimezone().tzinfo
-        return local if local is not None else UTC
-    return ZoneInfo(name)
 
 
 def make_tailer(paths: list[str], state_dir: Path, tz_name: str) -> tuple[Any, str]:

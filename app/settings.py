@@ -172,6 +172,10 @@ class Settings(BaseSettings):
             return self.database_url
         return f"sqlite:///{self.data_dir / 'specwatch.db'}"
 
+    def dashboard_url(self) -> str:
+        """The dashboard's base URL as alert links spell it: ``public_url``, else where this server listens."""
+        return str(self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
 
 def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment, with explicit CLI values (non-None) taking precedence."""

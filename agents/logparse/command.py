@@ -116,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _zone(name: str) -> tzinfo:
-    from agents.logsource import resolve_tz  # the agent's own rule: the same names mean the same zones
+    from agents.logparse.zones import resolve_tz  # the agent's own rule: the same names mean the same zones
 
     try:
         return resolve_tz(name)

@@ -29,13 +29,12 @@ def jobs(ctx: ServerContext) -> list[Job]:
     """The sender (every server: claims are per delivery row) and the reminders (the leader)."""
     from app.alerts import outbox
     from app.alerts.sender import Sender, SenderConfig
-    from app.api import alerts as api
 
     settings = ctx.settings
     sender = Sender(
         ctx.sessions,
         SenderConfig(
-            public_url=api.public_url(settings),
+            public_url=settings.dashboard_url(),
             timeout_s=settings.alert_timeout_s,
             retry_initial_s=settings.alert_retry_initial_s,
             retry_max_s=settings.alert_retry_max_s,

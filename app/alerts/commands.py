@@ -33,7 +33,6 @@ def _ago(ts: float, now: float) -> str:
 
 def cmd_receiver(args: argparse.Namespace) -> int:
     from app.alerts import receivers
-    from app.api.alerts import public_url
     from app.store.db import transaction
 
     settings, engine, sessions = _session(args)
@@ -85,7 +84,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                 receivers.remove(s, row, now)
                 echo(f"removed receiver {args.receiver!r}")
                 return 0
-        delivery_id, outcome = receivers.send_test(row, public_url(settings), settings.alert_timeout_s)
+        delivery_id, outcome = receivers.send_test(row, settings.dashboard_url(), settings.alert_timeout_s)
         if outcome.ok:
             echo(
                 f"delivered test message {delivery_id} to {row.name}: HTTP {outcome.http_status} in {outcome.duration_ms:.0f} ms"

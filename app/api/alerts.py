@@ -109,7 +109,7 @@ def test_receiver(receiver_id: int, ctx: Ctx) -> dict[str, Any]:
     with ctx.sessions() as s:
         row = _receiver(s, receiver_id)
     settings = ctx.settings
-    delivery_id, outcome = receivers.send_test(row, public_url(settings), settings.alert_timeout_s)
+    delivery_id, outcome = receivers.send_test(row, settings.dashboard_url(), settings.alert_timeout_s)
     return {
         "delivery_id": delivery_id,
         "delivered": outcome.ok,
@@ -231,7 +231,3 @@ def get_delivery(delivery_id: str, sessions: SessionsDep) -> dict[str, Any]:
         ]
         out["payload"] = d.payload
         return out
-
-
-def public_url(settings: Any) -> str:
-    return str(settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
