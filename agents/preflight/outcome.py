@@ -1,7 +1,7 @@
 """What the engine's load will come to, summed up from the findings: refused at start-up, or loaded with
 some checkpoint keys dropped and some parameters left at random init, or clean. ``check-draft --json``
 reports it as ``load``; the oracle (scripts/draft_oracle/) records the same three things from the real
-loaders, and tests/test_draft_oracle.py holds the two side by side."""
+loaders, and tests/system/test_draft_oracle.py holds the two side by side."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from app.kit.logsink import LOG_FORMAT
 # Each command and the module that adds it (register(subparsers) sets ``func`` on its parser). A command loads
 # its own module alone: ``specwatch agent`` on a GPU host must not pay tens of MB and a second of start-up for
 # the server's imports, and every ``serve``, ``jobs`` or ``token`` process starts faster for not importing
-# replay, eval and the draft checker. ``--help`` (or no command) loads them all. tests/test_agent_cli.py checks
+# replay, eval and the draft checker. ``--help`` (or no command) loads them all. tests/system/test_agent_cli.py checks
 # that this table names every command each module registers.
 COMMANDS: dict[str, str] = {
     "serve": "app.cli.commands",

@@ -1,7 +1,7 @@
 """The real-log corpus (tests/corpus/README.md): excerpts users pasted into public bug reports, each with the
 verdict its thread reached. Every case is replayed through the same parser, reducer and detector as
 ``specwatch replay`` and scored: verdict, culprit, phase, and the lead time of our first incident before the
-engine's own timeout line. ``specwatch eval --corpus DIR`` prints the score; tests/test_corpus.py gates on it.
+engine's own timeout line. ``specwatch eval --corpus DIR`` prints the score; tests/system/test_corpus.py gates on it.
 
 The simulated eval (app/offline/evaluate.py) measures what the simulator's author thought a fault looks like; this
 measures what real logs look like.

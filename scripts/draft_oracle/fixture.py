@@ -2,7 +2,7 @@
 
 The fixture holds no weights: each checkpoint's config.json, its safetensors headers (name → dtype, shape,
 per file) and index, and per engine release the oracle's row (stage, refusal text and loader frames, keys
-dropped, parameters left NaN). tests/test_draft_oracle.py rebuilds every checkpoint from its headers with
+dropped, parameters left NaN). tests/system/test_draft_oracle.py rebuilds every checkpoint from its headers with
 zero bytes and checks ``check-draft --json`` against each row."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The real agent (`specwatch agent --log`) is SIGKILLed and restarted again and again while the engine writes
 its logs, between lines and in the middle of one: every line written is stored exactly once (counted by
 content). The offsets travel inside the spooled batch, so a kill between the spool write and the tailer's own
-state write repeats nothing (tests/test_spool_offsets.py hits that exact window every time)."""
+state write repeats nothing (tests/unit/agents/test_spool_offsets.py hits that exact window every time)."""
 
 from __future__ import annotations
 

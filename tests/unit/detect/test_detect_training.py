@@ -7,7 +7,7 @@ from __future__ import annotations
 from app.detect import endings
 from app.rankstate import launch_status
 from tests.support.detect_scenarios import LAUNCH, Cluster
-from tests.test_detect_torch import TorchCluster
+from tests.unit.detect.test_detect_torch import TorchCluster
 
 FRAMES = {
     "wait": "all_reduce (torch/distributed/distributed_c10d.py:3252)\n    train (job.py:78)",

@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoints import write_config, write_safetensors, write_torch_bin
+from tests.support.paths import FIXTURES, TESTS
 
-FIXTURE = Path(__file__).parent / "fixtures" / "draft_oracle.json"
+FIXTURE = FIXTURES / "draft_oracle.json"
 DATA = json.loads(FIXTURE.read_text())
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 
 
 def build(root: Path, name: str) -> Path:

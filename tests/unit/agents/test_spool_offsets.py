@@ -12,7 +12,7 @@ from agents.logsource import make_tailer
 from agents.main import Agent, AgentConfig, Sources
 from agents.shipper import Shipper
 from agents.spool.store import Spool
-from tests.test_logtail import append, line
+from tests.unit.agents.test_logtail import append, line
 
 T0 = 1_767_225_600.0
 

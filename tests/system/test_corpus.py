@@ -9,9 +9,8 @@ from pathlib import Path
 
 from app.offline.corpus import load_baseline, load_cases
 from tests.support.harness import cli
+from tests.support.paths import CORPUS
 from tests.support.replaylines import run_log
-
-CORPUS = Path(__file__).parent / "corpus"
 
 
 def write_case(root: Path, stem: str, lines: list[str], expect: str, ambiguous: bool = False) -> None:

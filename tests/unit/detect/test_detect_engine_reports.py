@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.test_corpus import run_log
+from tests.support.replaylines import run_log
 
 # https://github.com/vllm-project/vllm-ascend/issues/3717: LLM.generate at 0/4, then vLLM's wait line a minute on
 _BAR = (

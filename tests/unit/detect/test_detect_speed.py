@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from app.detect import DetectConfig
 from tests.support.detect_scenarios import Cluster, idle_gpus
-from tests.test_detect import serving_load
+from tests.unit.detect.test_detect import serving_load
 
 
 def _stuck_with(running: int, metrics: bool):
@@ -101,7 +101,7 @@ def test_one_vllm_line_covering_hundreds_of_drafted_tokens_opens_without_hystere
 
 
 def test_a_step_fall_of_acceptance_counts_from_the_minute_it_began() -> None:
-    from tests.test_drift import MIN, drifts, stream
+    from tests.unit.detect.test_drift import MIN, drifts, stream
 
     # 3.4 for 20 minutes, then 2.2 at once (draft positions lost): low from the start of minute 20
     c = Cluster(n=2)

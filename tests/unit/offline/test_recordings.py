@@ -3,12 +3,9 @@ verdicts the live server reached, from the records alone, at the latencies the f
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from app.offline.evaluate import T0, run_recording
 from app.offline.recording import cases
-
-RECORDINGS = Path(__file__).parent / "recordings"
+from tests.support.paths import RECORDINGS
 
 
 def test_every_recorded_real_run_reaches_its_truth() -> None:

@@ -14,6 +14,7 @@ from agents.logparse import parse_lines
 from app.offline.corpus import MID_STALL_HORIZON_S, load_cases, score_case
 from app.rankstate.unnamed import stand_ins
 from tests.support.harness import cli
+from tests.support.paths import CORPUS
 from tests.support.replaylines import run_log
 
 # https://github.com/sgl-project/sglang/issues/7478 (--log-level=debug): node 0's ranks join the TP group's
@@ -135,7 +136,7 @@ def test_a_corpus_case_that_ends_mid_stall_is_scored_as_replay_until_the_horizon
 
 
 def test_every_corpus_case_that_ends_mid_stall_quotes_its_thread() -> None:
-    cases = [c for c in load_cases(Path(__file__).parent / "corpus") if c.expect.ends_mid_stall]
+    cases = [c for c in load_cases(CORPUS) if c.expect.ends_mid_stall]
     assert len(cases) >= 7 and all("'" in c.expect.ends_mid_stall for c in cases if c.expect.ends_mid_stall)
 
 

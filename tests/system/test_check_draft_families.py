@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.harness import cli
-from tests.test_draft_oracle import DATA, build
+from tests.system.test_draft_oracle import DATA, build
 
 
 def check(*args: str | Path) -> tuple[int, dict[str, Any]]:

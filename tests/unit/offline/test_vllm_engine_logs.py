@@ -4,8 +4,6 @@ runs in tests/engine; these are the seconds-fast checks of the same behaviour.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from agents import wire
 from agents.collectors.procs import classify
 from agents.logparse.parser import parse_lines
@@ -13,8 +11,9 @@ from app.acceptance.diagnosis import AcceptPoint, LaunchSpecEvidence, diagnose
 from app.detect import DetectConfig, Detector
 from app.offline.replay import replay
 from app.rankstate import Fleet, apply_event, apply_process, launch_status
+from tests.support.paths import FIXTURES
 
-LOGS = Path(__file__).parent / "fixtures" / "vllm032"
+LOGS = FIXTURES / "vllm032"
 
 
 def _kinds(name: str) -> list[tuple[str, str | None]]:

@@ -5,7 +5,6 @@ ones built to the formats' documentation."""
 from __future__ import annotations
 
 from datetime import date
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +13,7 @@ from agents.logparse import LogParser, parse_lines
 from agents.wire import LOG_EVENT_KINDS
 from tests.support.logparse_lines import SGLANG_LINES, TORCH_LINES, check, one, utc
 from tests.support.logparse_real_lines import CORPUS_LINES, REAL_LINES
-
-CORPUS = Path(__file__).parent / "corpus"
+from tests.support.paths import CORPUS
 
 
 def corpus_lines(stem: str, first: int = 1, last: int | None = None) -> list[str]:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app.rankstate.infer import phase_from_traceback
-from tests.test_corpus import run_log
-from tests.test_logparse_real import corpus_lines
+from tests.support.replaylines import run_log
+from tests.unit.logparse.test_logparse_real import corpus_lines
 
 
 def test_the_worker_whose_error_came_just_before_the_engine_failed_to_start_is_the_culprit(
