@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: torch setup demo test test-engine soak test-fast lint bench clean dist docs
+.PHONY: torch setup demo test test-engine soak test-fast check lint bench clean dist docs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,15 @@ soak: setup
 	bash scripts/test-deps.sh
 	$(PY) -m pytest tests/system/reliability -q -s --run-slow -k soak
 
+# The seconds tier, before a commit: lint, the house rules and tests/unit/ (pure code in one process, no
+# database, no subprocess, no socket; tests/test_quality.py holds that). In one process: starting xdist
+# workers costs more than the tier (benchmarks/RESULTS.md, "make check").
+check: lint
+	$(PY) -m pytest -q -p no:xdist -p no:cacheprovider tests/test_quality.py tests/unit
+
+# the tiers that need no PostgreSQL, browser or engine process: unit and store, on the embedded SQLite
 test-fast: setup
-	$(PY) -m pytest -m "not postgres and not browser" -x
+	$(PY) -m pytest -q -m "not postgres and not browser" -x tests/test_quality.py tests/unit tests/store
 
 lint: setup
 	$(VENV)/bin/ruff check app agents tests benchmarks migrations

@@ -318,3 +318,23 @@ def test_the_jobs_process_loads_none_of_the_http_stack() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=60
     ).stdout.split()
     assert loaded == []
+
+
+# The seconds tier (`make check`): tests/unit/ runs pure code in the test's own process. A test that needs a
+# database belongs in tests/store/, one that starts a process or opens a socket in tests/system/.
+UNIT_TIER_REFUSES = {
+    "sqlalchemy", "alembic", "psycopg", "httpx", "fastapi", "starlette", "uvicorn", "socket", "subprocess", "urllib",
+    "http", "tests.support.harness", "tests.support.agent", "tests.support.pgcluster",
+}  # fmt: skip
+
+
+def test_the_unit_tier_does_no_io() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / "tests" / "unit").rglob("test_*.py"))
+        for name in imports(path, ".".join(path.relative_to(ROOT).with_suffix("").parts))
+        if name.partition(".")[0] in UNIT_TIER_REFUSES
+        or name.rpartition(".")[0] in UNIT_TIER_REFUSES
+        or name in UNIT_TIER_REFUSES
+    ]
+    assert offenders == [], "move these to tests/store/ or tests/system/"

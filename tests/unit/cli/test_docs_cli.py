@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import build_parser
-from tests.support.harness import ROOT
+from tests.support.paths import TESTS
+
+ROOT = TESTS.parent
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
