@@ -153,7 +153,8 @@ def _matches(s: Selector, c: Candidate) -> bool:
 def environ(proc: psutil.Process) -> dict[str, str]:
     """The environment, where this agent may read it (another user's is closed to a non-root agent)."""
     try:
-        return proc.environ()
+        env: dict[str, str] = proc.environ()
+        return env
     except (psutil.Error, OSError):
         return {}
 

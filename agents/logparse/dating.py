@@ -95,7 +95,7 @@ class Dating:
             ref = self.year if self.year is not None else (day.year if day is not None else None)
         if ref is None:
             return None
-        mod = 10 ** len(digits)
+        mod: int = 10 ** len(digits)  # int ** int is Any to mypy (a negative power is a float)
         year = ref - (ref - int(digits)) % mod  # the latest year <= ref that ends in those digits
         return year + mod if ref - year > mod // 2 else year
 

@@ -76,7 +76,10 @@ def traceback_text(error: str, serving: bool) -> list[str]:
 
 def watchdog_timeout(ts: float, nccl_rank: int, seq: int, timeout_s: float) -> list[str]:
     """A peer whose collective never completed: what its watchdog thread logs when the timeout fires."""
-    g = lambda src: glog_prefix(ts, nccl_rank, "E", src) + pg_prefix(nccl_rank)  # noqa: E731
+
+    def g(src: str) -> str:
+        return glog_prefix(ts, nccl_rank, "E", src) + pg_prefix(nccl_rank)
+
     ms = int(timeout_s * 1000)
     return [
         g("ProcessGroupNCCL.cpp:632")

@@ -87,7 +87,10 @@ def _rng(lo_hi: tuple[float, float], u: float) -> float:
 def gpu_numbers(seed: int, key: object, seg: Segment | None, now: float, load: float) -> dict[str, float]:
     """util/power/clock/temp for an activity; ``load`` in [0, 1] scales a serving GPU."""
     sec = int(now)
-    u = lambda tag: unit(seed, key, tag, sec)  # noqa: E731
+
+    def u(tag: str) -> float:
+        return unit(seed, key, tag, sec)
+
     activity = seg.activity if seg else "import"
     if activity == "serving" and load <= 0:
         activity = "ready"

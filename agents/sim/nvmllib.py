@@ -97,7 +97,8 @@ class SimNvml:
 
     def nvmlDeviceGetPcieThroughput(self, h: Any, counter: int) -> float:
         s = self._sample(h, "nvmlDeviceGetPcieThroughput")
-        return (s.pcie_tx_bytes_s if counter == PCIE_TX else s.pcie_rx_bytes_s) / 1024.0  # NVML says KB/s
+        # NVML says KB/s
+        return float(s.pcie_tx_bytes_s if counter == PCIE_TX else s.pcie_rx_bytes_s) / 1024.0
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
         s = self._sample(h, "nvmlDeviceGetComputeRunningProcesses")

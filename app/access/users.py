@@ -24,13 +24,14 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, quote
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.access import sessions as user_sessions
 from app.access import user_tokens
+from app.settings import Settings
 
 SESSION_COOKIE = "specwatch_session"
 CSRF_COOKIE = "specwatch_csrf"
@@ -201,7 +202,7 @@ def _safe_next(target: str) -> str:
     return target if target.startswith("/") and not target.startswith("//") else "/"
 
 
-def install(app: Any, settings: Any) -> None:
+def install(app: FastAPI, settings: Settings) -> None:
     @app.get("/login", include_in_schema=False)
     def login_page(next: str = "/", error: str = "") -> HTMLResponse:
         return HTMLResponse(LOGIN_PAGE.format(next=html.escape(_safe_next(next)), error=html.escape(error)))

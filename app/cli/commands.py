@@ -128,7 +128,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     holder = None
     if settings.background and settings.jobs_process:
         from app.jobs import leader
-        from app.jobs.process import HOLDER_ENV, JobsSupervisor
+        from app.jobs.leader import HOLDER_ENV
+        from app.jobs.process import JobsSupervisor
 
         holder = leader.holder_id()
         jobs = JobsSupervisor(url, holder).start()

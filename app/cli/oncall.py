@@ -38,7 +38,7 @@ def _connection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the server (default 10)")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "status",
         help="running launches, their phases and open incidents with culprit and host, from the server's API",

@@ -183,7 +183,7 @@ def acceptance_drift(st: LaunchState, now: float, cfg: DetectConfig) -> Finding 
         if enough and win.ratio > 1.0 - cfg.drift_recover_drop:
             h.drifting = False
             return None
-        if not enough and h.last_finding is not None:
+        if not enough and isinstance(h.last_finding, Finding):
             return h.last_finding  # a traffic gap is not a recovery
     else:
         win = low_run(h, base, cfg.drift_drop)
@@ -199,8 +199,8 @@ def acceptance_drift(st: LaunchState, now: float, cfg: DetectConfig) -> Finding 
         h.drifting = True
     if not win.minutes:
         return None
-    h.last_finding = _finding(st, h, base, win, now, cfg)
-    return h.last_finding
+    found = h.last_finding = _finding(st, h, base, win, now, cfg)
+    return found
 
 
 def low_run(h: AcceptHistory, base: Baseline, drop: float) -> Window:

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.detect import DetectConfig
 from app.detect.findings import STOPPED_KINDS
-from app.offline.driver import IncidentRecord
+from app.detect.ledger import IncidentRecord
 
 VERDICTS = ("hang", "crash", "quiet", "low_acceptance", "acceptance_ok")
 # the incident kinds each verdict accepts when the sidecar lists none (README: "Verdicts")

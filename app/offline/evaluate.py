@@ -17,7 +17,8 @@ from typing import Any
 from agents import ranklabel
 from app.cli.main import CommandError
 from app.detect import DetectConfig
-from app.offline.driver import IncidentRecord, OfflineRun, metric_samples
+from app.detect.ledger import IncidentRecord
+from app.offline.driver import OfflineRun, metric_samples
 
 T0 = 1_780_000_000.0  # a fixed virtual epoch: runs are reproducible
 MEDIAN_GOAL_S = 30.0

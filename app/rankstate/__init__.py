@@ -3,6 +3,7 @@
 ``model`` holds the state (plain dataclasses) and its summaries; ``reduce`` folds records into it.
 """
 
+from app.rankstate.accept_history import AcceptReport
 from app.rankstate.gpu import apply_gpu
 from app.rankstate.infer import phase_before_crash
 from app.rankstate.model import (
@@ -12,7 +13,6 @@ from app.rankstate.model import (
     PHASES,
     STARTUP_PHASES,
     TERMINAL_PHASES,
-    AcceptReport,
     Fleet,
     HostState,
     LaunchState,

@@ -126,7 +126,7 @@ class AcceptHistory:
     baseline: Any = None
     searched_until: float = float("-inf")
     drifting: bool = False
-    last_finding: Any = None
+    last_finding: object = None  # a Finding: rankstate sits under detect, so it is not named here
 
 
 def fold(h: AcceptHistory, reports: Iterable[AcceptReport], running: int | None = None) -> None:

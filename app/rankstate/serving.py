@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from agents import wire
-from app.rankstate.accept_history import SPEC_OFF_LEN, per_position
+from app.rankstate.accept_history import SPEC_OFF_LEN, AcceptReport, per_position
 from app.rankstate.infer import backfill, unseen_start
 from app.rankstate.model import (
     ACCEPT_HISTORY,
-    AcceptReport,
     Fleet,
     LaunchState,
     RankState,

@@ -38,7 +38,7 @@ SGLANG_ACCEPT_LEN = "sglang:spec_accept_length"
 def sparkline(rows: list[list[Any]], width: int = 320, height: int = 48) -> dict[str, Any] | None:
     """SVG polyline points for the panel (accept length over time, y from 1.0 to the series' max), with what
     its axes need: the y range's labels and the times at both ends."""
-    pts = [(r[0], r[1]) for r in rows if r[1] is not None]
+    pts = [(float(r[0]), float(r[1])) for r in rows if r[1] is not None]
     if len(pts) < 2:
         return None
     t0, t1 = pts[0][0], pts[-1][0]
