@@ -15,15 +15,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from agents.collectors import SOURCES, ConfigError, parse_sources
+
+if TYPE_CHECKING:
+    from agents.main import Agent
+    from agents.spool.store import Spool
 
 log = logging.getLogger("specwatch.agent")
-
-SOURCES = ("gpu", "procs", "logs", "metrics", "ras", "stacks", "preflight")
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def default_spool(host: str | None = None) -> Path:
@@ -36,20 +36,6 @@ def default_spool(host: str | None = None) -> Path:
         base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "specwatch/agent"
     # simulated hosts on one machine each need their own identity and sequence
     return base / f"sim-{host}" if host else base
-
-
-def _sources(text: str) -> set[str]:
-    if text in ("", "none"):
-        return set()
-    if text == "all":
-        return set(SOURCES)
-    chosen = {s.strip() for s in text.split(",") if s.strip()}
-    unknown = chosen - set(SOURCES)
-    if unknown:
-        raise ConfigError(
-            f"unknown source(s) {', '.join(sorted(unknown))} in --sources: use {', '.join(SOURCES)}"
-        )
-    return chosen
 
 
 def validate(args: argparse.Namespace) -> None:
@@ -81,41 +67,21 @@ def validate(args: argparse.Namespace) -> None:
         raise ConfigError("--deployment NAME is required (the engine service this host runs)")
 
 
-def build(args: argparse.Namespace) -> tuple[Any, Any]:
+def build(args: argparse.Namespace) -> tuple[Agent, Spool]:
     """The Agent and its spool, from validated arguments. Raises ConfigError with one sentence."""
     from agents import wire
-    from agents.collectors.engine_metrics import EngineMetrics, http_fetcher, sim_fetcher
-    from agents.collectors.stacks import StackDumper
-    from agents.main import Agent, AgentConfig, Sources
+    from agents.main import Agent, AgentConfig
     from agents.shipper import Shipper
+    from agents.sources import Build, collectors
     from agents.spool.store import Spool, SpoolBusy
 
-    sources = _sources(args.sources)
-    cluster: Any = None
-    sim_host = ""
-    host = args.host
-    deployment = args.deployment
+    chosen = parse_sources(args.sources)
     t0 = time.time()
-    if args.simulate:
-        from agents.simulate import load_cluster
-
-        try:
-            scenario, cluster = load_cluster(args.simulate, args.time_scale, args.sim_seed, t0=t0)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        sim_hosts = list(scenario.hosts)
-        sim_host = args.sim_host or sim_hosts[0]
-        if sim_host not in sim_hosts:
-            raise ConfigError(
-                f"--sim-host {sim_host!r} is not in scenario {args.simulate!r}: {', '.join(sim_hosts)}"
-            )
-        host = host or sim_host
-        deployment = deployment or scenario.deployment
-    host = host or socket.gethostname().split(".")[0]
+    cluster, sim_host, host, deployment = _simulation(args, t0) if args.simulate else (None, "", None, None)
+    host = args.host or host or socket.gethostname().split(".")[0]
+    deployment = args.deployment or deployment
     if not wire.is_host_name(host):
         raise ConfigError(f"host name {host!r} is not usable: pass --host NAME")
-    simulated = set() if cluster is None else _sources(args.sim_sources)
-
     spool_dir = Path(args.spool) if args.spool else default_spool(host if cluster is not None else None)
     try:
         spool = Spool(spool_dir, max_bytes=int(args.spool_max_mb * 1024 * 1024))
@@ -123,107 +89,49 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         raise ConfigError(str(exc)) from exc
     except OSError as exc:
         raise ConfigError(f"cannot use spool directory {spool_dir}: {exc.strerror or exc}") from exc
-
-    src = Sources()
-    if "gpu" in sources:
-        if "gpu" in simulated and (args.sim_nvml or args.sim_nvml_fail):
-            from agents.collectors.nvml import NvmlGpus
-            from agents.sim.nvmllib import SimNvml, parse_failure
-
-            try:
-                failures = [parse_failure(f, t0) for f in args.sim_nvml_fail or []]
-            except ValueError as exc:
-                raise ConfigError(f"--sim-nvml-fail {exc}") from exc
-            src.gpus = NvmlGpus(lib=SimNvml(cluster, sim_host, failures))
-        elif "gpu" in simulated:
-            from agents.collectors.nvml import SimGpus
-
-            src.gpus = SimGpus(cluster, sim_host)
-        else:
-            from agents.collectors.nvml import NvmlGpus
-
-            src.gpus = NvmlGpus()  # kept when disabled: its start-up line says why
-    if "procs" in sources:
-        if "procs" in simulated:
-            from agents.collectors.procs import SimProcesses
-
-            src.processes = SimProcesses(cluster, sim_host, args.sim_seed)
-        else:
-            from agents.collectors.ownership import Ownership, Selector, SelectorError
-            from agents.collectors.procs import PsutilProcesses
-
-            try:
-                selectors = [Selector.parse(spec) for spec in args.select or []]
-            except SelectorError as exc:
-                raise ConfigError(str(exc)) from exc
-            owner = Ownership.default(selectors)
-            src.processes = PsutilProcesses(args.proc_root, ownership=owner, host=host)
-    if "metrics" in sources:
-        if "metrics" in simulated:
-            src.metrics = EngineMetrics(sim_fetcher(cluster, sim_host), f"simulated ({sim_host})")
-        elif args.engine_metrics:
-            src.metrics = EngineMetrics(http_fetcher(args.engine_metrics), args.engine_metrics)
-    log_paths = list(args.log or [])
-    if "logs" in sources and "logs" in simulated:
-        from agents.simulate import SimLogWriter
-
-        log_dir = Path(args.sim_log_dir) if args.sim_log_dir else spool_dir / "sim-logs"
-        src.before_tick = SimLogWriter(cluster, sim_host, log_dir, since=t0)
-        log_paths.append(str(log_dir / "*.log"))
-    if args.launch:
+    if args.launch:  # the engine's output, written by the agent itself (its logs row follows it)
         from agents.launcher import launch_log_path
 
         launch_dir = Path(args.launch_log_dir) if args.launch_log_dir else spool_dir / "launch-logs"
         args.launch_log = launch_log_path(launch_dir, deployment or "engine", t0)
-        log_paths.append(str(args.launch_log))
-    follow_outputs = "procs" in sources and "procs" not in simulated and "logs" not in simulated
-    if "logs" in sources and (log_paths or follow_outputs):
-        from agents.logsource import make_tailer
-
-        tz = "UTC" if "logs" in simulated else args.log_tz
-        try:
-            src.logs, src.logs_describe = make_tailer(log_paths, spool_dir / "log-offsets", tz)
-        except (ValueError, KeyError) as exc:
-            raise ConfigError(f"--log-tz {args.log_tz!r} is not a time zone ({exc})") from exc
-        except ImportError as exc:
-            log.error("log tailing unavailable in this build (%s): logs are not collected", exc)
-            src.logs_describe = f"engine logs: not collected ({exc})"
-        if follow_outputs and src.logs is not None and hasattr(src.processes, "on_output"):
-            src.processes.on_output = getattr(src.logs, "follow", None)  # type: ignore[union-attr]
-            if not log_paths:
-                src.logs_describe = "engine logs: the files engine processes write their output to"
-    if "ras" in sources and args.ras != "off" and cluster is None:
-        from agents.collectors.ras import RasProbe
-
-        src.extra.append(RasProbe(args.ras))
-    if "preflight" in sources and "procs" not in simulated:  # a simulated launch names drafts not on disk
-        from agents.preflight.watch import DraftPreflight
-
-        src.preflight = DraftPreflight()
-    if "stacks" in sources:
-        if "procs" in simulated:  # the pids the server asks about are the simulator's
-            from agents.collectors.stacks import SimStackDumper
-
-            src.stacks = SimStackDumper(cluster, sim_host)
-        else:
-            src.stacks = StackDumper()
-
+    simulated = set() if cluster is None else parse_sources(args.sim_sources)
+    try:
+        found = collectors(Build(args, host, spool_dir, simulated, cluster, sim_host, t0), chosen)
+    except ConfigError:
+        spool.close()
+        raise
     config = AgentConfig(
         host=host,
-        deployment=deployment,
+        deployment=deployment or "",
         interval_s=args.interval,
         batch_interval_s=args.batch_interval,
         metrics_interval_s=max(args.interval, args.metrics_interval),
         duration_s=args.duration,
         drain_timeout_s=args.drain_timeout,
     )
-    shipper = Shipper(spool, args.server, args.token)
-    agent = Agent(config, spool, shipper, src)
+    agent = Agent(config, spool, Shipper(spool, args.server, args.token), found)
     if getattr(args, "record", None):
         from agents.recording import Recorder
 
         agent.recorder = Recorder(Path(args.record))
     return agent, spool
+
+
+def _simulation(args: argparse.Namespace, t0: float) -> tuple[Any, str, str, str]:
+    """``--simulate``: the simulated cluster, the host this agent plays in it, its name and its deployment."""
+    from agents.simulate import load_cluster
+
+    try:
+        scenario, cluster = load_cluster(args.simulate, args.time_scale, args.sim_seed, t0=t0)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    sim_hosts = list(scenario.hosts)
+    sim_host = args.sim_host or sim_hosts[0]
+    if sim_host not in sim_hosts:
+        raise ConfigError(
+            f"--sim-host {sim_host!r} is not in scenario {args.simulate!r}: {', '.join(sim_hosts)}"
+        )
+    return cluster, sim_host, sim_host, scenario.deployment
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -249,8 +157,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
             print(f"specwatch agent: {exc}", file=sys.stderr)
             return 2
         log.info("launched %s (pid %d); its output: %s", " ".join(command), pid, args.launch_log)
-        if hasattr(agent.src.processes, "scope_pid"):
-            agent.src.processes.scope_pid = pid  # its ranks, not a neighbour's
+        if agent.processes is not None and hasattr(agent.processes.backend, "scope_pid"):
+            agent.processes.backend.scope_pid = pid  # its ranks, not a neighbour's
 
     def on_signal(signum: int, _frame: Any) -> None:
         if session is not None:

@@ -13,41 +13,27 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from agents import __version__, wire
 from agents.batching import split
-from agents.collectors.engine_metrics import EngineMetrics
-from agents.collectors.nvml import GpuBackend, pid_gpu_map
+from agents.collectors.collector import (
+    Collector,
+    LogCollector,
+    LogSource,
+    MetricsCollector,
+    ProcessCollector,
+    StackCollector,
+    guarded,
+)
 from agents.collectors.ownership import by_world
-from agents.collectors.procs import ProcessBackend
-from agents.collectors.stacks import SimStackDumper, StackDumper
 from agents.recording import Recorder
 from agents.shipper import Shipper
 from agents.spool.store import Spool
 
 log = logging.getLogger("specwatch.agent")
-
-
-class LogSource(Protocol):
-    """The tailer: ``poll()`` hands over parsed events, ``commit()`` persists the offsets;
-    ``pending_offsets()`` / ``resume()`` carry them through the spool (see agents/collectors/logs.py)."""
-
-    def poll(self) -> list[wire.Event]: ...
-
-    def commit(self, mark: tuple[str, int] | None = None) -> None: ...
-
-    def pending_offsets(self) -> dict[str, Any] | None: ...
-
-    def resume(self, mark: tuple[str, int], offsets: dict[str, Any]) -> bool: ...
-
-
-class EventSource(Protocol):
-    def collect(self, now: float) -> list[wire.Event]: ...
-
-    def describe(self) -> str: ...
 
 
 @dataclass(slots=True)
@@ -80,29 +66,23 @@ class Counts:
         )
 
 
-@dataclass(slots=True)
-class Sources:
-    gpus: GpuBackend | None = None
-    processes: ProcessBackend | None = None
-    metrics: EngineMetrics | None = None
-    logs: LogSource | None = None
-    logs_describe: str = "engine logs: none (--log not given)"
-    stacks: StackDumper | SimStackDumper | None = None
-    # draft checkpoint checks of each new launch (agents.preflight.watch.DraftPreflight), off the sampling path
-    preflight: Any = None
-    extra: list[EventSource] = field(default_factory=list)
-    # called at the start of every tick (simulate mode appends the engine's log lines to real files here)
-    before_tick: Callable[[float], None] | None = None
-
-
 class Agent:
-    def __init__(self, config: AgentConfig, spool: Spool, shipper: Shipper, sources: Sources) -> None:
+    def __init__(
+        self, config: AgentConfig, spool: Spool, shipper: Shipper, collectors: Sequence[Collector]
+    ) -> None:
         self.cfg = config
         self.spool = spool
         # set by --launch once the engine has exited: spool the last batch, send what is spooled, return
         self.finish = threading.Event()
         self.shipper = shipper
-        self.src = sources
+        # called in this order every tick (agents/sources.py's table): one door each, no source special-cased
+        self.collectors = list(collectors)
+        # the three the batch path reads besides: the tailer's offsets ride in the spool, the stack dumper takes
+        # the server's requests, the process sample says which launch each batch is filed under
+        self.logs = _one(self.collectors, LogCollector)
+        self.stacks = _one(self.collectors, StackCollector)
+        self.processes = _one(self.collectors, ProcessCollector)
+        self.metrics = _one(self.collectors, MetricsCollector)
         self.counts = Counts()
         self._gpus: list[wire.GpuSample] = []
         self._procs: list[wire.ProcessSample] = []
@@ -111,9 +91,6 @@ class Agent:
         self._announced = False
         # stack dumps the server asked for wait in no queue: the batch they ride in is sent at once
         self.answers_waiting = False
-        # the pids this agent found as ranks in its last process sample: the only ones it will dump (read by the
-        # shipper's thread; replaced whole, never changed in place)
-        self._ranks: frozenset[int] = frozenset()
         self.recorder: Recorder | None = None  # --record: every batch also to a recording file
         self._agent = {
             "host": config.host,
@@ -122,27 +99,32 @@ class Agent:
             "version": __version__,
             "interval_s": config.interval_s,
         }
-        if sources.stacks is not None:
+        if self.stacks is not None:
             shipper.on_ack = self._on_ack
-        if sources.logs is not None:
-            self._resume_logs(sources.logs)
+        if self.logs is not None and self.logs.tailer is not None:
+            self._resume_logs(self.logs.tailer)
+
+    @property
+    def ranks(self) -> frozenset[int]:
+        """The pids this agent found as ranks in its last process sample: the only ones it will dump."""
+        return self.processes.ranks if self.processes is not None else frozenset()
 
     def _resume_logs(self, logs: LogSource) -> None:
         """A kill between spooling a batch and committing the tailer's offsets leaves the newer offsets in the
         spool only: start from those, or that batch's lines would be read and sent a second time."""
-        found = self._guard("reading log offsets from the spool", self.spool.latest_meta)
+        found = guarded("reading log offsets from the spool", self.spool.latest_meta)
         if not found or "log_offsets" not in found[1]:
             return
         seq, meta = found
-        if self._guard("log offset resume", logs.resume, (self.spool.agent_id, seq), meta["log_offsets"]):
+        if guarded("log offset resume", logs.resume, (self.spool.agent_id, seq), meta["log_offsets"]):
             log.info("log offsets resumed from spooled batch seq=%d (newer than the tailer's state)", seq)
 
     def _on_ack(self, ack: dict[str, Any]) -> None:
         # the server's list is a hint: the stack gate dumps only pids this agent sampled as ranks, and it
         # samples only the processes it owns (agents/collectors/ownership.py), so one rule says who is dumped
         pids = [p for p in ack.get("stack_requests") or [] if isinstance(p, int)]
-        if pids and self.src.stacks is not None:
-            self.src.stacks.request([int(p) for p in pids if isinstance(p, int)], self._ranks)
+        if pids and self.stacks is not None:
+            self.stacks.request(pids, self.ranks)
 
     # -- the loop -------------------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
@@ -152,17 +134,13 @@ class Agent:
         end = start + cfg.duration_s if cfg.duration_s else None
         k = 0
         next_batch = start + cfg.batch_interval_s
-        next_metrics = start
         try:
             while not stop.is_set():
                 mono = time.monotonic()
                 if (end is not None and mono >= end) or self.finish.is_set():
                     break
-                due_metrics = mono >= next_metrics
-                while next_metrics <= mono:
-                    next_metrics += cfg.metrics_interval_s
                 t_tick = time.monotonic()
-                self.tick(time.time(), metrics=due_metrics)
+                self.tick(time.time())
                 if not self._announced:
                     self._announce(time.time())
                 t_flush = time.monotonic()
@@ -202,70 +180,27 @@ class Agent:
             log.info("agent stopped: %s; %s", self.counts.line(), self.shipper.summary())
         return 0
 
-    def tick(self, now: float, metrics: bool = True) -> None:
-        src = self.src
+    def tick(self, now: float) -> None:
         c = self.counts
         c.ticks += 1
-        if src.before_tick is not None:
-            self._guard("simulated logs", src.before_tick, now)
-        gpus: list[wire.GpuSample] = []
-        if src.gpus is not None:
-            gpus = self._guard("GPU sample", src.gpus.sample, now) or []
-            self._events += self._guard("GPU events", src.gpus.events, now) or []
-        if src.processes is not None:
-            procs = self._guard("process sample", src.processes.sample, now, pid_gpu_map(gpus)) or []
-            self._procs += procs
-            self._ranks = frozenset(p.pid for p in procs if p.rank is not None and p.state != "exited")
-            c.processes += len(procs)
-            if src.preflight is not None:
-                for p in procs:
-                    if p.cmdline:
-                        self._guard("draft preflight", src.preflight.observe, p.pid, p.create_time, p.cmdline)
-                self._events += self._guard("draft preflight", src.preflight.drain) or []
-        self._gpus += gpus
-        c.gpus += len(gpus)
-        if metrics and src.metrics is not None:
-            ms = self._guard("engine metrics", src.metrics.collect, now) or []
-            self._metrics += ms
-            c.metrics += len(ms)
-        if src.logs is not None:
-            lines = self._guard("log tail", src.logs.poll) or []
-            self._events += lines
-            if src.preflight is not None:
-                # an engine whose command line the agent never saw still names its draft in its config line
-                for ev in lines:
-                    if ev.kind == wire.EventKind.ENGINE_CONFIG:
-                        self._guard("draft preflight", src.preflight.observe_config_line, ev.fields)
-        for extra in src.extra:
-            self._events += self._guard(extra.describe(), extra.collect, now) or []
-        if src.stacks is not None:
-            answers = src.stacks.drain()
-            self._events += answers
+        for collector in self.collectors:
+            reading = guarded(collector.describe(), collector.collect, now)
+            if reading is None:
+                continue
+            self._gpus += reading.gpus
+            self._procs += reading.processes
+            self._events += reading.events
+            self._metrics += reading.metrics
+            c.gpus += len(reading.gpus)
+            c.processes += len(reading.processes)
+            c.metrics += len(reading.metrics)
             # a suspicion is waiting on them (two rounds decide a hang): a batch interval later is seconds lost
-            self.answers_waiting = self.answers_waiting or bool(answers)
-
-    def _guard(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """A collector that raises loses its reading for this tick, never the agent."""
-        try:
-            return fn(*args)
-        except Exception:
-            log.exception("%s failed this tick; carrying on", what)
-            return None
+            self.answers_waiting = self.answers_waiting or reading.urgent
 
     def _announce(self, now: float) -> None:
         self._announced = True
-        src = self.src
         lines = [f"specwatch agent {__version__} on {self.cfg.host} for deployment {self.cfg.deployment}"]
-        if src.gpus is not None:
-            lines.append(src.gpus.describe())
-        if src.processes is not None:
-            lines.append(src.processes.describe())
-        lines.append(src.logs_describe)
-        if src.metrics is not None:
-            lines.append(src.metrics.describe())
-        if src.stacks is not None:
-            lines.append(src.stacks.describe())
-        lines += [e.describe() for e in src.extra]
+        lines += [c.describe() for c in self.collectors]
         lines.append(f"spool: {self.spool.dir} ({self.spool.pending()} batch(es) waiting)")
         for line in lines:
             log.info("%s", line)
@@ -280,8 +215,8 @@ class Agent:
                 fields={
                     "gpus": len(gpu_uuids),
                     "processes": len(proc_pids),
-                    "files": getattr(src.logs, "file_count", None) if src.logs is not None else 0,
-                    "metrics_endpoint": src.metrics.where if src.metrics is not None else None,
+                    "files": self.logs.file_count if self.logs is not None else 0,
+                    "metrics_endpoint": self.metrics.metrics.where if self.metrics is not None else None,
                     "version": __version__,
                     "interval_s": self.cfg.interval_s,
                 },
@@ -328,14 +263,15 @@ class Agent:
         events, self._events = self._events, []
         self.answers_waiting = False
         # one batch (or more, for size) per launch: the server files each under the engine world it names
-        worlds = getattr(self.src.processes, "worlds", None)
+        worlds = getattr(self.processes.backend, "worlds", None) if self.processes is not None else None
         # (part, events, the part's first chunk: it carries the samples)
         cuts = [
             (part, chunk, i == 0)
             for part in by_world(worlds, self._procs, events, self._metrics)
             for i, chunk in enumerate(split(part.events))
         ]
-        offsets = self._guard("log offsets", self.src.logs.pending_offsets) if self.src.logs else None
+        tailer = self.logs.tailer if self.logs is not None else None
+        offsets = guarded("log offsets", tailer.pending_offsets) if tailer is not None else None
         seq, durable = -1, True
         for n, (part, chunk, head) in enumerate(cuts):
             seq = self.spool.reserve()
@@ -367,14 +303,19 @@ class Agent:
         self.counts.events += len(events)
         self._gpus, self._procs, self._metrics = [], [], []
         # lines of a batch held in memory (disk full) are not safe yet: a restart must read them again
-        if self.src.logs is not None and durable:
-            self._guard("log offset commit", self.src.logs.commit, (self.spool.agent_id, seq))
+        if tailer is not None and durable:
+            guarded("log offset commit", tailer.commit, (self.spool.agent_id, seq))
         self.shipper.wake()
 
     def _close(self) -> None:
         if self.recorder is not None:
             self.recorder.close()
-        for thing in (self.src.gpus, self.src.stacks, self.src.logs, self.src.preflight, *self.src.extra):
-            close = getattr(thing, "close", None)
-            if close is not None:
-                self._guard("close", close)
+        for collector in self.collectors:
+            guarded(f"closing {collector.describe()}", collector.close)
+
+
+_C = TypeVar("_C")
+
+
+def _one(collectors: list[Collector], kind: type[_C]) -> _C | None:
+    return next((c for c in collectors if isinstance(c, kind)), None)

@@ -1,5 +1,5 @@
 """The draft preflight as one of the agent's event sources (``collect(now)`` / ``describe()`` / ``close()``,
-the shape of ``Sources.extra`` in agents/main.py).
+what agents/collectors/collector.py's ``EventCollector`` wraps into a ``Collector``).
 
 Every ``scan_interval_s`` it lists the host's processes (pid, start time, command line), hands each new one to
 ``DraftPreflight`` (which checks each new draft once in its worker thread) and returns the finished checks as

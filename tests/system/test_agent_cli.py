@@ -85,9 +85,9 @@ def test_simulate_mode_writes_real_log_files_and_answers_stack_requests(tmp_path
         assert "Init torch distributed begin." in text
         schedulers = [p for p in agent._procs if p.role == "scheduler"]
         assert len({p.pid for p in schedulers}) == 8
-        assert agent.src.stacks is not None
-        agent.src.stacks.request([schedulers[0].pid], agent._ranks)
-        (event,) = agent.src.stacks.drain()
+        assert agent.stacks is not None
+        agent.stacks.request([schedulers[0].pid], agent.ranks)
+        (event,) = agent.stacks.collect(time.time()).events
         assert (
             event.kind == "stacks" and event.fields["pid"] == schedulers[0].pid and event.fields["ok"] is True
         )

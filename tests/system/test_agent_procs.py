@@ -140,7 +140,8 @@ def test_cpu_percent_comes_from_cpu_time_deltas(spawn: Any) -> None:
 
 
 def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: Any) -> None:
-    from agents.main import Agent, AgentConfig, Sources
+    from agents.collectors.collector import PreflightCollector, ProcessCollector
+    from agents.main import Agent, AgentConfig
     from agents.preflight.watch import DraftPreflight
     from agents.shipper import Shipper
     from agents.spool.store import Spool
@@ -155,9 +156,13 @@ def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: An
     spool = Spool(tmp_path / "spool")
     # this engine only: on a shared machine another user's engine with a draft must not be checked here
     mine = Ownership(selectors=(Selector.parse(f"pid:{engine.pid}"),))
-    src = Sources(processes=PsutilProcesses(ownership=mine), preflight=DraftPreflight())
+    procs = ProcessCollector(PsutilProcesses(ownership=mine))
+    preflight = PreflightCollector(DraftPreflight(), procs)
     agent = Agent(
-        AgentConfig(host="h", deployment="d"), spool, Shipper(spool, "http://127.0.0.1:9", "t"), src
+        AgentConfig(host="h", deployment="d"),
+        spool,
+        Shipper(spool, "http://127.0.0.1:9", "t"),
+        [procs, preflight],
     )
     deadline = time.time() + 60
     found: list[Any] = []
@@ -172,7 +177,7 @@ def test_a_launch_naming_a_draft_gets_a_preflight_event(spawn: Any, tmp_path: An
     assert (
         len([e for e in agent._events if e.kind == "draft_preflight" and e.fields["path"] == str(draft)]) == 1
     )
-    src.preflight.close()
+    preflight.close()
     spool.close()
 
 

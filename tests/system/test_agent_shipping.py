@@ -17,9 +17,10 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from agents import wire
+from agents.collectors.collector import ProcessCollector, StackCollector
 from agents.collectors.procs import PsutilProcesses
 from agents.collectors.stacks import StackDumper, stacks_event, top_frame
-from agents.main import Agent, AgentConfig, Sources
+from agents.main import Agent, AgentConfig
 from agents.shipper import Shipper
 from agents.spool.store import QUARANTINE, Spool
 from tests.support.harness import ServerProcess, agent_token, free_port, upgrade_db
@@ -161,7 +162,7 @@ def test_stack_requests_in_an_ack_come_back_as_a_stacks_event(tmp_path: Path) ->
             AgentConfig(host=HOST, deployment="d"),
             spool,
             Shipper(spool, "http://127.0.0.1:9", "t"),
-            Sources(processes=PsutilProcesses(), stacks=dumper),
+            [ProcessCollector(PsutilProcesses()), StackCollector(dumper)],
         )
         assert agent.shipper.on_ack is not None
         agent.tick(time.time())
@@ -195,7 +196,7 @@ class _Answers:
     def __init__(self) -> None:
         self.ticks = 0
 
-    def request(self, pids: list[int]) -> None:
+    def request(self, pids: list[int], ranks: frozenset[int]) -> None:
         pass
 
     def drain(self) -> list[wire.Event]:
@@ -215,7 +216,7 @@ WAITING_DUMP = 'Thread 41 (idle): "MainThread"\n    all_reduce (torch/distribute
 def test_stack_dumps_ship_at_once_not_at_the_next_batch_interval(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "spool")
     cfg = AgentConfig(host=HOST, deployment="d", interval_s=0.2, batch_interval_s=60.0, duration_s=3.0)
-    agent = Agent(cfg, spool, Shipper(spool, "http://127.0.0.1:9", "t"), Sources(stacks=_Answers()))
+    agent = Agent(cfg, spool, Shipper(spool, "http://127.0.0.1:9", "t"), [StackCollector(_Answers())])
     stop = threading.Event()
     runner = threading.Thread(target=agent.run, args=(stop,))
     runner.start()

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from agents import wire
-from agents.main import Agent, AgentConfig, Sources
+from agents.main import Agent, AgentConfig
 from agents.shipper import Shipper
 from agents.spool.store import QUARANTINE, Spool, SpoolBusy
 
@@ -62,7 +62,7 @@ def test_bound_drops_the_oldest_and_the_agent_reports_it(tmp_path: Path) -> None
     spool._drops.batches, spool._drops.samples = 4, 9  # as if the bound had just dropped again
     spool._drops.first_seq, spool._drops.last_seq = 20, 23
     agent = Agent(
-        AgentConfig(host="h1", deployment="d"), spool, Shipper(spool, "http://127.0.0.1:9", "t"), Sources()
+        AgentConfig(host="h1", deployment="d"), spool, Shipper(spool, "http://127.0.0.1:9", "t"), []
     )
     agent.flush(1.0e9)
     newest = spool.newest()

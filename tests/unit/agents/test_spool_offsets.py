@@ -8,8 +8,9 @@ from pathlib import Path
 
 import orjson
 
+from agents.collectors.collector import LogCollector
 from agents.logsource import make_tailer
-from agents.main import Agent, AgentConfig, Sources
+from agents.main import Agent, AgentConfig
 from agents.shipper import Shipper
 from agents.spool.store import Spool
 from tests.unit.agents.test_logtail import append, line
@@ -22,10 +23,11 @@ def start(tmp_path: Path) -> tuple[Agent, Spool]:
     tailer, describe = make_tailer(
         [str(tmp_path / "logs" / "*.log")], tmp_path / "spool" / "log-offsets", "UTC"
     )
-    src = Sources(logs=tailer, logs_describe=describe)
     # nothing listens on port 9: every batch stays in the spool, where the test reads it
     shipper = Shipper(spool, "http://127.0.0.1:9", "t")
-    return Agent(AgentConfig(host="h1", deployment="d"), spool, shipper, src), spool
+    return Agent(
+        AgentConfig(host="h1", deployment="d"), spool, shipper, [LogCollector(tailer, describe)]
+    ), spool
 
 
 def spooled_lines(spool: Spool) -> list[int]:
