@@ -7,9 +7,8 @@ layers did for ingest and nothing else:
 
 - :class:`app.access.security.HttpGuard` still wraps it (security headers, Host check, cross-site refusal);
   :class:`app.access.users.AccessControl` let ingest through untouched (agents carry their own tokens);
-- the token is checked before a byte of the body is read (``authenticate_agent``, as the route did);
-- the body is read, capped and decoded as the route did (app/api/bodies.py: msgspec, then pydantic for what
-  msgspec refuses), and stored through the same :func:`app.api.ingest.ack_of`;
+- authenticate -> read -> validate -> ack is :func:`app.api.ingest.receive`, the function the route's handler
+  calls too: the token checked before a byte of the body is read, the body capped and decoded, the batch stored;
 - every error is answered by the app's own exception handlers (401/403/413/415/422 in FastAPI's shape, 503
   for an unreachable database), looked up as Starlette looks them up.
 
@@ -23,17 +22,13 @@ import inspect
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agents import wire
 from app.access.security import HttpGuard
-from app.api.bodies import read_limited_body, validate_body, without_nul
-from app.api.context import context_of, context_of_app
-from app.api.ingest import ack_of, authenticate_agent
-from app.ingest.decode import decode_batch
+from app.api.context import context_of_app
+from app.api.ingest import receive as receive_batch
 
 PATH = "/api/v1/ingest"
 _JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -45,7 +40,6 @@ class IngestFastPath:
     def __init__(self, stack: ASGIApp, app: FastAPI) -> None:
         self.stack = stack
         self.app = app
-        self.adapter: TypeAdapter[wire.IngestBatch] = TypeAdapter(wire.IngestBatch)
         self.guarded = HttpGuard(self.ingest, settings=context_of_app(app).settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -57,9 +51,7 @@ class IngestFastPath:
     async def ingest(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         try:
-            await authenticate_agent(request)
-            raw = await read_limited_body(request, context_of(request).settings.max_body_bytes)
-            body = await ack_of(validate_body(self.adapter, without_nul(raw), decode_batch), request)
+            body = await receive_batch(request)
         except Exception as exc:
             response = await self.answer(request, exc)
             await response(scope, receive, send)

@@ -25,7 +25,6 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from fastapi import HTTPException
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -58,6 +57,16 @@ class IngestRequest:
     def records(self) -> int:
         b = self.batch
         return len(b.gpus) + len(b.processes) + len(b.events) + len(b.metrics)
+
+
+class TokenRefused(Exception):
+    """The batch's token may not store it: unknown or revoked (``token_host`` None), or another host's.
+    A domain answer: app/api/ingest.py says it in HTTP (401, 403)."""
+
+    def __init__(self, token_host: str | None, batch_host: str) -> None:
+        super().__init__(token_host, batch_host)
+        self.token_host = token_host
+        self.batch_host = batch_host
 
 
 @dataclass(slots=True)
@@ -223,11 +232,9 @@ class IngestWriter:
         ]
 
 
-def _refusal(req: IngestRequest, known: dict[str, auth.TokenInfo]) -> HTTPException | None:
+def _refusal(req: IngestRequest, known: dict[str, auth.TokenInfo]) -> TokenRefused | None:
     """Why this batch may not be stored with its token, or None."""
     info = known.get(req.token)
-    if info is None:
-        return HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
-    if info.host_name != req.batch.agent.host:
-        return HTTPException(403, f"this token is for host {info.host_name!r}, not {req.batch.agent.host!r}")
+    if info is None or info.host_name != req.batch.agent.host:
+        return TokenRefused(info.host_name if info is not None else None, req.batch.agent.host)
     return None
