@@ -21,8 +21,7 @@ from app.access.security import HttpGuard
 from app.access.users import AccessControl
 from app.api import alerts as alerts_api
 from app.api import docs as apidocs
-from app.api import health, openapi
-from app.api import prometheus as promexport
+from app.api import health, openapi, prometheus
 from app.api.context import HttpContext
 from app.api.fastpath import SpecwatchApp
 from app.api.ingest import ingest_router
@@ -76,7 +75,7 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
     )
     ctx.bind(app)
     app.include_router(alerts_api.router)
-    promexport.attach(app, ctx)
+    prometheus.attach(app, ctx)
 
     # during an outage every agent retries: one line per 503 would be thousands of identical lines
     unavailable_log = Throttle(30.0)

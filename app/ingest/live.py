@@ -50,7 +50,8 @@ class Live:
         self._task: asyncio.Task[None] | None = None
 
     def notify(self) -> None:
-        """Called from the ingest worker thread after a commit."""
+        """A batch was stored: poll now. Called by the dashboard's after-ingest hook (app/web/__init__.py) on
+        the event loop; ``call_soon_threadsafe`` keeps it safe from any other thread too."""
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):

@@ -1,6 +1,11 @@
 """Per-launch, per-rank state folded from wire records: the pure reducer behind the server, replay and eval.
 
-``model`` holds the state (plain dataclasses) and its summaries; ``reduce`` folds records into it.
+``model`` holds the state (plain dataclasses) and its summaries; ``reduce`` folds events and process samples
+into it, with a module per kind of record it reads more of: ``gpu`` (GPU samples), ``serving`` (serving reports and
+engine metrics), ``procs`` and ``exits`` (the processes around ranks and how ranks leave), ``torchjob``, ``aliases``
+and ``unnamed`` (ranks known by other names or none), ``stacks`` (dumps grouped across ranks), ``infer`` (a start
+never seen). ``persist`` is what the server keeps of it between ticks. Names are imported from the module that
+defines them (mypy --strict); this package exports the ones most readers need.
 """
 
 from app.rankstate.accept_history import AcceptReport

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from app.api.context import HttpContext
 from app.ingest.batches import IngestResult
 from app.kit.resources import static_dir
 
-if TYPE_CHECKING:  # app.api.context imports app.ingest.live, which runs this package's __init__ first
+if TYPE_CHECKING:
     from agents import wire
-    from app.api.context import HttpContext
 
 
 def install(app: FastAPI, ctx: HttpContext) -> None:
