@@ -9,7 +9,9 @@ The server, ``specwatch replay`` and ``specwatch eval`` all drive this same clas
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
+from agents.wire import IncidentKind
 from app.detect import drafts, drift, endings, engine_reports, faults, hangs, processes
 from app.detect.config import DetectConfig
 from app.detect.findings import (
@@ -111,7 +113,7 @@ class _Tracked:
     first_seen: float
     last_seen: float
     open: bool = False
-    kind: str = ""
+    kind: IncidentKind | None = None  # the kind it opened as (an open incident keeps it)
     confidence: str = "suspected"
     culprit: str | None = None
     opened_at: float = 0.0
@@ -132,11 +134,17 @@ class Detector:
         self.absorbed: set[str] = set()
 
     def adopt(
-        self, key: str, kind: str, confidence: str, culprit: str | None, now: float, grace_s: float = 0.0
+        self,
+        key: str,
+        kind: IncidentKind,
+        confidence: Literal["suspected", "confirmed"],
+        culprit: str | None,
+        now: float,
+        grace_s: float = 0.0,
     ) -> None:
         """An incident already open in the store (after a restart): continue it rather than open it twice.
         ``grace_s`` keeps it open that much longer while the rebuilt state catches up."""
-        f = Finding(key=key, kind=kind, summary="", culprit=culprit, confidence=confidence)  # type: ignore[arg-type]
+        f = Finding(key=key, kind=kind, summary="", culprit=culprit, confidence=confidence)
         self.tracked[key] = _Tracked(
             f,
             now,
@@ -313,6 +321,8 @@ class Detector:
 
 def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:
     """An open hang whose launch has no live rank left did not resume: it ended with the launch."""
+    if t.kind is None:
+        return None
     return endings.ended_summary(fleet.launches.get(t.finding.launch or ""), t.kind, t.culprit)
 
 

@@ -5,7 +5,7 @@ nothing of why: vLLM's RPC to the workers timed out, or its shared-memory broadc
 
 from __future__ import annotations
 
-from agents.wire import EventKind
+from agents.wire import EventKind, IncidentKind
 from app.detect.culprit import behind
 from app.detect.findings import Finding, evidence, excerpt
 from app.detect.hangs import MAX_EVIDENCE, launch_phase
@@ -80,7 +80,7 @@ def moved_since(st: LaunchState, ts: float) -> bool:
 # hang incident at once, as this kind. A dump signal is sent by the rank whose collective timed out; PyTorch's
 # failure report names the collective it gave up on; SGLang's watchdog prints its debug dump before the
 # timeout line, and an excerpt often keeps only the dump.
-HANG_SIGNALS = {
+HANG_SIGNALS: dict[str, IncidentKind] = {
     "nccl_timeout": "nccl_timeout",
     # gloo's collective timeout and c10d's store timeout: PyTorch's own collective timeout, as NCCL's watchdog
     "collective_timeout": "nccl_timeout",
@@ -109,7 +109,7 @@ def confirmed_signals(st: LaunchState) -> list[tuple[str | None, Signal]]:
 SERVING_ONLY_CALLS = frozenset({"engine_iteration"})
 
 
-def signal_kind(st: LaunchState, sig: Signal) -> str:
+def signal_kind(st: LaunchState, sig: Signal) -> IncidentKind:
     """The hang kind an engine report opens: its own, or for vLLM's (which say nothing of why) where it is."""
     if sig.kind in HANG_SIGNALS:
         return HANG_SIGNALS[sig.kind]

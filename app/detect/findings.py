@@ -20,6 +20,14 @@ STOPPED_KINDS: frozenset[IncidentKind] = HANG_KINDS | {"rank_divergence"}
 Evidence = dict[str, Any]
 
 
+def incident_kind(name: str) -> IncidentKind:
+    """A kind read back from the store as the vocabulary's (a row this version does not know is refused)."""
+    for kind in INCIDENT_KINDS:
+        if kind == name:
+            return kind
+    raise ValueError(f"unknown incident kind {name!r}: not one of {', '.join(INCIDENT_KINDS)}")
+
+
 def evidence(ts: float | None, rank: str | None, what: str, value: Any) -> Evidence:
     """One line of evidence a person can read: when, on which rank, what was seen, and the number or line."""
     return {"ts": ts, "rank": rank, "what": what, "value": value}
@@ -41,7 +49,7 @@ def excerpt(text: str, limit: int) -> str:
 @dataclass(slots=True)
 class Finding:
     key: str  # the same problem keeps the same key from tick to tick
-    kind: str
+    kind: IncidentKind
     summary: str
     launch: str | None = None
     host: str | None = None

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
 from app.detect import Decision, DetectConfig, Detector, Finding
-from app.detect.findings import STOPPED_KINDS
+from app.detect.findings import STOPPED_KINDS, incident_kind
 from app.detect.ledger import Change, IncidentRecord, Ledger
 from app.detector import incidents, rank_rows, stack_requests
 from app.detector.feed import Feed
@@ -179,7 +179,12 @@ class DetectorService:
             self.ledger.adopt(_record_of(inc))
             # the rebuilt state needs up to one expected interval before it can show the problem again
             self.detector.adopt(
-                inc.key, inc.kind, inc.confidence, inc.culprit, now, grace_s=self.cfg.starting_s
+                inc.key,
+                incident_kind(inc.kind),
+                "confirmed" if inc.confidence == "confirmed" else "suspected",
+                inc.culprit,
+                now,
+                grace_s=self.cfg.starting_s,
             )
         self.loaded = True
         log.info(
