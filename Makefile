@@ -49,10 +49,10 @@ soak: setup
 	$(PY) -m pytest tests/system/reliability -q -s --run-slow -k soak
 
 # The seconds tier, before a commit: lint, the house rules and tests/unit/ (pure code in one process, no
-# database, no subprocess, no socket; tests/test_quality.py holds that). In one process: starting xdist
+# database, no subprocess, no socket; tests/test_quality.py holds that). In one process (-n 0): starting xdist
 # workers costs more than the tier (benchmarks/RESULTS.md, "make check").
 check: lint
-	$(PY) -m pytest -q -p no:xdist -p no:cacheprovider tests/test_quality.py tests/unit
+	$(PY) -m pytest -q -n 0 -p no:cacheprovider tests/test_quality.py tests/unit
 
 # the tiers that need no PostgreSQL, browser or engine process: unit and store, on the embedded SQLite
 test-fast: setup

@@ -8,8 +8,8 @@
   if (!cfgEl || !window.uPlot) return;
   const cfg = JSON.parse(cfgEl.textContent);
   const META_W = 230, ROW_H = 46, SYNC = uPlot.sync("sw-launch");
-  const PHASES = ["starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup",
-    "ready", "serving", "training", "checkpoint", "teardown", "stalled", "crashed", "exited"];
+  // the server's list (app/rankstate/model.py PHASES, in base.html), in the order the legend shows them
+  const PHASES = JSON.parse(document.getElementById("phases").textContent);
   const { css, $, el, nobidi, utc, fmtTime, fmtDur, withGaps } = window.swTimelineKit;
   // quiet longer than this and the row says "no progress for", the definition the incident banner uses
   const QUIET_S = 10;

@@ -338,3 +338,16 @@ def test_the_unit_tier_does_no_io() -> None:
         or name in UNIT_TIER_REFUSES
     ]
     assert offenders == [], "move these to tests/store/ or tests/system/"
+
+
+def test_the_phase_list_has_one_home() -> None:
+    # app/rankstate/model.py's PHASES reaches the page through base.html; a copy in a script would miss a new phase
+    from app.rankstate.model import PHASES
+
+    copies = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "static").rglob("*.js"))
+        if "vendor" not in path.parts
+        and sum(f'"{phase}"' in path.read_text() for phase in PHASES if "_" in phase) >= 3
+    ]
+    assert copies == []

@@ -17,6 +17,7 @@ from app.alerts.receivers import shown_url
 from app.api.bodies import unprocessable
 from app.api.context import Ctx, HttpContext
 from app.kit.resources import templates_dir
+from app.rankstate.model import PHASES
 from app.store import models
 from app.web import lineage, overview
 from app.web.format import FILTERS, without_bidi_controls
@@ -29,6 +30,7 @@ templates.env.filters.update(FILTERS)
 # or log line holding U+202E must not reorder the text around it (app.css isolates label elements too)
 templates.env.finalize = without_bidi_controls
 templates.env.globals["version"] = __version__
+templates.env.globals["phases"] = list(PHASES)  # the timeline's legend (static/timeline.js) reads them
 # the host-name rule of agents/wire.py as an HTML pattern (anchored by the browser; its "v" flag wants "-" escaped)
 templates.env.globals["host_pattern"] = wire.HOST_PATTERN.strip("^$").replace("-]", "\\-]")
 

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from app.rankstate.model import PHASES
 from tests.support import launchdata as ld
 from tests.support.harness import ROOT, ServerProcess, agent_token, chromium_path, upgrade_db
 from tests.system.test_web_data import _ingest, _open_incident
@@ -187,6 +188,8 @@ def test_launch_view_draws_a_row_per_rank_and_updates_live(site: Site, page: Any
     assert culprit.count() == 1 and culprit.get_attribute("data-rank") == "TP11"
     assert "culprit" in culprit.inner_text()
     assert "shards 57/64" in page.locator("#launch-progress").inner_text()
+    # the legend names every phase the server knows, in its order (sent with the page, not copied in the script)
+    assert page.locator("#phase-legend span").all_inner_texts() == [p.replace("_", " ") for p in PHASES]
     # the hostile log line is text, not markup
     page.wait_for_selector(".log-line")
     assert page.get_by_text(XSS).count() == 1
