@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 
 from app.access.users import is_admin
 from app.alerts import receivers, silences
+from app.alerts.outbound import Outbound
 from app.api.bodies import unprocessable
 from app.api.context import Ctx, SessionsDep
 from app.store.db import transaction
@@ -58,9 +59,12 @@ def list_receivers(request: Request, sessions: SessionsDep) -> list[dict[str, An
 
 
 @router.post("/receivers", status_code=201, responses={409: {}, 422: {}})
-def add_receiver(body: ReceiverIn, sessions: SessionsDep) -> dict[str, Any]:
+def add_receiver(body: ReceiverIn, ctx: Ctx) -> dict[str, Any]:
+    """A URL to loopback, link-local or a cloud metadata name is refused (422 naming ``url``) unless
+    ``receiver_allow`` permits it (app/alerts/outbound.py)."""
+    settings = ctx.settings
     try:
-        with transaction(sessions) as s:
+        with transaction(ctx.sessions) as s:
             row = receivers.create(
                 s,
                 url=body.url,
@@ -69,10 +73,13 @@ def add_receiver(body: ReceiverIn, sessions: SessionsDep) -> dict[str, Any]:
                 name=body.name,
                 secret=body.secret,
                 kinds=body.kinds,
+                outbound=Outbound.allowing(settings.receiver_allow),
             )
             return receivers.as_dict(row)
     except receivers.ReceiverExists as exc:
         raise HTTPException(409, str(exc)) from exc
+    except receivers.ReceiverURLError as exc:
+        raise unprocessable(("body", "url"), str(exc)) from exc
     except receivers.ReceiverError as exc:
         raise unprocessable(("body",), str(exc)) from exc
 
@@ -109,7 +116,9 @@ def test_receiver(receiver_id: int, ctx: Ctx) -> dict[str, Any]:
     with ctx.sessions() as s:
         row = _receiver(s, receiver_id)
     settings = ctx.settings
-    delivery_id, outcome = receivers.send_test(row, public_url(settings), settings.alert_timeout_s)
+    delivery_id, outcome = receivers.send_test(
+        row, public_url(settings), Outbound.allowing(settings.receiver_allow), settings.alert_timeout_s
+    )
     return {
         "delivery_id": delivery_id,
         "delivered": outcome.ok,

@@ -34,6 +34,7 @@ def _ago(ts: float, now: float) -> str:
 def cmd_receiver(args: argparse.Namespace) -> int:
     from app.alerts import receivers
     from app.alerts.api import public_url
+    from app.alerts.outbound import Outbound
     from app.store.db import transaction
 
     settings, engine, sessions = _session(args)
@@ -51,6 +52,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                         name=args.name,
                         secret=args.secret,
                         kinds=kinds,
+                        outbound=Outbound.allowing(settings.receiver_allow),
                     )
                     echo(
                         f"added receiver #{row.id} {row.name!r} ({row.format}, {'signed' if row.secret else 'unsigned'})"
@@ -85,7 +87,9 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                 receivers.remove(s, row, now)
                 echo(f"removed receiver {args.receiver!r}")
                 return 0
-        delivery_id, outcome = receivers.send_test(row, public_url(settings), settings.alert_timeout_s)
+        delivery_id, outcome = receivers.send_test(
+            row, public_url(settings), Outbound.allowing(settings.receiver_allow), settings.alert_timeout_s
+        )
         if outcome.ok:
             echo(
                 f"delivered test message {delivery_id} to {row.name}: HTTP {outcome.http_status} in {outcome.duration_ms:.0f} ms"
