@@ -42,7 +42,9 @@ class SilenceIn(BaseModel):
     rank: str | None = None
     duration: str = Field(description="how long: 30m, 2h, 1d, 1h30m or seconds")
     reason: str = ""
-    created_by: str = ""
+    created_by: str = Field(
+        "", description="who silences (auth=none only: otherwise the signed-in user is recorded)"
+    )
 
 
 @router.get("/receivers")
@@ -141,8 +143,12 @@ def list_silences(
 
 
 @router.post("/silences", status_code=201, responses={422: {}})
-def add_silence(body: SilenceIn, sessions: SessionsDep) -> dict[str, Any]:
+def add_silence(body: SilenceIn, request: Request, sessions: SessionsDep) -> dict[str, Any]:
+    """``created_by`` is who signed in (a user token's name, the proxy's user); the body's value counts only
+    with ``auth=none``, where nobody is."""
     now = time.time()
+    principal = getattr(request.state, "principal", None)
+    by = body.created_by if principal is None or principal.via == "open" else principal.name
     try:
         duration_s = silences.parse_duration(body.duration)
         with transaction(sessions) as s:
@@ -155,7 +161,7 @@ def add_silence(body: SilenceIn, sessions: SessionsDep) -> dict[str, Any]:
                 host=body.host or None,
                 rank=body.rank or None,
                 reason=body.reason,
-                created_by=body.created_by,
+                created_by=by,
             )
             return silences.as_dict(row, now)
     except silences.SilenceError as exc:
