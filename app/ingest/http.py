@@ -3,6 +3,7 @@ server, and answered once the group it joined is committed (app/ingest/queue.py)
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import orjson
@@ -11,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from agents import wire
 from app.api.bodies import JsonBodyRoute, unprocessable
 from app.api.context import context_of
-from app.ingest.batches import BatchRejected, check_times, clock_offset, shift_times
+from app.ingest.batches import BatchRejected, ClockRefused, check_times, clock_offset, shift_times
 from app.ingest.decode import decode_batch
 
 
@@ -72,6 +73,10 @@ async def ack_of(batch: wire.IngestBatch, request: Request) -> bytes:
         )
         shift_times(batch, offset)
         check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
+    except ClockRefused as exc:
+        # the host's clock: every batch of it is refused until it is fixed, so say so on the dashboard
+        await asyncio.to_thread(ctx.clock_refusals.record, token, exc, now)
+        raise unprocessable(exc.loc, str(exc)) from exc
     except BatchRejected as exc:
         raise unprocessable(exc.loc, str(exc)) from exc
     stored = await ctx.ingest_writer.store(token, batch, now)
