@@ -41,7 +41,7 @@ def jobs(ctx: ServerContext) -> list[Job]:
             retry_max_s=settings.alert_retry_max_s,
             give_up_after_s=settings.alert_give_up_after_s,
             receiver_concurrency=settings.alert_receiver_concurrency,
-            outbound=Outbound.allowing(settings.receiver_allow),
+            outbound=Outbound.of(settings),
         ),
     )
     ctx.alert_sender = sender

@@ -75,7 +75,7 @@ def add_receiver(body: ReceiverIn, ctx: Ctx) -> dict[str, Any]:
                 name=body.name,
                 secret=body.secret,
                 kinds=body.kinds,
-                outbound=Outbound.allowing(settings.receiver_allow),
+                outbound=Outbound.of(settings),
             )
             return receivers.as_dict(row)
     except receivers.ReceiverExists as exc:
@@ -119,7 +119,7 @@ def test_receiver(receiver_id: int, ctx: Ctx) -> dict[str, Any]:
         row = _receiver(s, receiver_id)
     settings = ctx.settings
     delivery_id, outcome = receivers.send_test(
-        row, public_url(settings), Outbound.allowing(settings.receiver_allow), settings.alert_timeout_s
+        row, public_url(settings), Outbound.of(settings), settings.alert_timeout_s
     )
     return {
         "delivery_id": delivery_id,

@@ -52,7 +52,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                         name=args.name,
                         secret=args.secret,
                         kinds=kinds,
-                        outbound=Outbound.allowing(settings.receiver_allow),
+                        outbound=Outbound.of(settings),
                     )
                     echo(
                         f"added receiver #{row.id} {row.name!r} ({row.format}, {'signed' if row.secret else 'unsigned'})"
@@ -88,7 +88,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                 echo(f"removed receiver {args.receiver!r}")
                 return 0
         delivery_id, outcome = receivers.send_test(
-            row, public_url(settings), Outbound.allowing(settings.receiver_allow), settings.alert_timeout_s
+            row, public_url(settings), Outbound.of(settings), settings.alert_timeout_s
         )
         if outcome.ok:
             echo(

@@ -97,6 +97,11 @@ class Outbound:
                 names.add(entry)
         return cls(tuple(networks), frozenset(names))
 
+    @classmethod
+    def of(cls, settings: Any) -> Outbound:
+        """The filter a server's settings ask for (``receiver_allow``)."""
+        return cls.allowing(settings.receiver_allow)
+
     def _allowed(self, address: IPAddress) -> bool:
         return any(address in net for net in self.networks)
 
