@@ -45,6 +45,11 @@ def clean_text(text: str, keep: str = "\t\n") -> str:
     return _BIDI.sub("\ufffd", text.translate(table))
 
 
+def without_bidi(text: str) -> str:
+    """Only the bidi controls shown as U+FFFD (pages, where markup escaping handles the rest)."""
+    return text if text.isprintable() else _BIDI.sub("\ufffd", text)
+
+
 def echo(text: str, file: TextIO | None = None) -> None:
     """``print`` for text that holds anything from the cluster or a server: cleaned first."""
     print(clean_text(text), file=file if file is not None else sys.stdout)

@@ -146,6 +146,12 @@ class Settings(BaseSettings):
     alert_receiver_concurrency: int = Field(
         2, ge=1, description="Most requests in flight to one receiver (across all server processes)."
     )
+    receiver_allow: list[str] = Field(
+        default_factory=list,
+        description="Receiver destinations allowed although the outbound filter refuses them by default "
+        "(loopback, link-local, cloud metadata names and addresses): addresses, networks (CIDR) or host names, "
+        'e.g. ["127.0.0.1"] for an Alertmanager on this host. Private ranges need no entry.',
+    )
     alert_poll_interval_s: float = Field(0.5, description="How often the sender looks for due webhooks.")
     leader_lease_s: float = Field(
         8.0,

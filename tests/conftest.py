@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from tests.support.harness import (
+    RECEIVER_ALLOW_ENV,
     STARTED_SERVERS,
     PgDatabases,
     ServerProcess,
@@ -209,7 +210,8 @@ class SharedServers:
             else:
                 (self.tmp / auth).mkdir()
                 url = _sqlite_url(self.tmp / auth, migrated=True)
-            env = {} if auth == "none" else {"SPECWATCH_AUTH": auth}
+            # the receivers its tests add (tests/system/test_security_network.py) run on loopback
+            env = {**RECEIVER_ALLOW_ENV, **({} if auth == "none" else {"SPECWATCH_AUTH": auth})}
             self.running[key] = ServerProcess(url, env=env).start()
         server = self.running[key]
         STARTED_SERVERS.append(server)  # its log tail goes with a failing test's report, like any server's

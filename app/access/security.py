@@ -57,6 +57,23 @@ def hostname(value: str) -> str:
     return (urlsplit("//" + netloc).hostname or "").lower()
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def authority(value: str, default_port: int | None = None) -> tuple[str, int | None]:
+    """Name and port of a Host header or an Origin; a missing port is the scheme's default (an Origin's), else
+    ``default_port``. Another port is another origin: another server's page on the same host."""
+    scheme, _, rest = value.rpartition("://")
+    parts = urlsplit("//" + rest.split("/", 1)[0])
+    try:
+        port = parts.port
+    except ValueError:
+        return ("", -1)
+    if port is None:
+        port = DEFAULT_PORTS.get(scheme.lower(), default_port)
+    return ((parts.hostname or "").lower(), port)
+
+
 def allowed_host_names(settings: Any) -> frozenset[str] | None:
     """The Host names this server answers, or None for any. Explicit ``allowed_hosts`` always apply; with
     ``auth=none`` (which is loopback-only) the default is loopback names and ``public_url``'s host."""
@@ -86,7 +103,9 @@ def cross_site(scope: Scope) -> str | None:
     if origin is None:
         return None  # not a browser (agents, curl, scripts): they carry their own credentials
     host = _header(scope, b"host") or ""
-    if origin == "null" or hostname(origin) != hostname(host):
+    # a Host without a port is the default port of the scheme the browser used: the Origin's, if it is this one
+    default = DEFAULT_PORTS.get(origin.partition("://")[0].lower())
+    if origin == "null" or authority(origin) != authority(host, default_port=default):
         return f"Origin {origin[:100]!r} is not this server ({host[:100]!r})"
     return None
 

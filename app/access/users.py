@@ -197,6 +197,15 @@ LOGIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><titl
 <p class="hint">Ask an admin for a token (<code>specwatch user add NAME --role viewer</code>).</p></main></body></html>"""
 
 
+# what /login?error= may say: a code from this set, never the query's own text (a link that makes the sign-in
+# page tell the user to paste their token somewhere is a phishing page with this server's name on it)
+LOGIN_ERRORS = {
+    "invalid": "That token is not valid.",
+    "expired": "Your session has ended: sign in again.",
+    "signed-out": "You are signed out.",
+}
+
+
 def _safe_next(target: str) -> str:
     # only same-site paths: never an open redirect to another host
     return target if target.startswith("/") and not target.startswith("//") else "/"
@@ -205,7 +214,9 @@ def _safe_next(target: str) -> str:
 def install(app: FastAPI, settings: Settings) -> None:
     @app.get("/login", include_in_schema=False)
     def login_page(next: str = "/", error: str = "") -> HTMLResponse:
-        return HTMLResponse(LOGIN_PAGE.format(next=html.escape(_safe_next(next)), error=html.escape(error)))
+        return HTMLResponse(
+            LOGIN_PAGE.format(next=html.escape(_safe_next(next)), error=LOGIN_ERRORS.get(error, ""))
+        )
 
     @app.post("/login", include_in_schema=False)
     async def login(request: Request) -> Response:
@@ -218,7 +229,7 @@ def install(app: FastAPI, settings: Settings) -> None:
         found = access._bearer(token, time.time()) if token else None
         if found is None:
             return HTMLResponse(
-                LOGIN_PAGE.format(next=html.escape(target), error="That token is not valid."), status_code=401
+                LOGIN_PAGE.format(next=html.escape(target), error=LOGIN_ERRORS["invalid"]), status_code=401
             )
         sid, csrf = user_sessions.start(access.factory, found, settings.session_ttl_s, time.time())
         secure = request.url.scheme == "https" or settings.cookie_secure

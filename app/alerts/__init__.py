@@ -28,6 +28,7 @@ def install(ctx: ServerContext) -> None:
 def jobs(ctx: ServerContext) -> list[Job]:
     """The sender (every server: claims are per delivery row) and the reminders (the leader)."""
     from app.alerts import outbox
+    from app.alerts.outbound import Outbound
     from app.alerts.sender import Sender, SenderConfig
 
     settings = ctx.settings
@@ -40,6 +41,7 @@ def jobs(ctx: ServerContext) -> list[Job]:
             retry_max_s=settings.alert_retry_max_s,
             give_up_after_s=settings.alert_give_up_after_s,
             receiver_concurrency=settings.alert_receiver_concurrency,
+            outbound=Outbound.of(settings),
         ),
     )
     ctx.alert_sender = sender

@@ -33,6 +33,7 @@ def _ago(ts: float, now: float) -> str:
 
 def cmd_receiver(args: argparse.Namespace) -> int:
     from app.alerts import receivers
+    from app.alerts.outbound import Outbound
     from app.store.db import transaction
 
     settings, engine, sessions = _session(args)
@@ -50,6 +51,7 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                         name=args.name,
                         secret=args.secret,
                         kinds=kinds,
+                        outbound=Outbound.of(settings),
                     )
                     echo(
                         f"added receiver #{row.id} {row.name!r} ({row.format}, {'signed' if row.secret else 'unsigned'})"
@@ -84,7 +86,9 @@ def cmd_receiver(args: argparse.Namespace) -> int:
                 receivers.remove(s, row, now)
                 echo(f"removed receiver {args.receiver!r}")
                 return 0
-        delivery_id, outcome = receivers.send_test(row, settings.dashboard_url(), settings.alert_timeout_s)
+        delivery_id, outcome = receivers.send_test(
+            row, settings.dashboard_url(), Outbound.of(settings), settings.alert_timeout_s
+        )
         if outcome.ok:
             echo(
                 f"delivered test message {delivery_id} to {row.name}: HTTP {outcome.http_status} in {outcome.duration_ms:.0f} ms"

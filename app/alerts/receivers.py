@@ -7,13 +7,13 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from agents.wire import INCIDENT_KINDS
 from app.alerts.formats import FORMATS, Message
+from app.alerts.outbound import Outbound
 from app.alerts.render import render
 from app.alerts.sender import Claimed, Outcome, post
 from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver
@@ -27,17 +27,24 @@ class ReceiverExists(ReceiverError):
     """The name is taken."""
 
 
-def validate_url(url: str) -> str:
+class ReceiverURLError(ReceiverError):
+    """The URL is malformed or points where the outbound filter refuses to post (app/alerts/outbound.py)."""
+
+
+def validate_url(url: str, outbound: Outbound) -> str:
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        raise ReceiverError(f"receiver URL must start with http:// or https://, got {url!r}")
+        raise ReceiverURLError(f"receiver URL must start with http:// or https://, got {url!r}")
     if not parts.hostname:
-        raise ReceiverError(f"receiver URL {url!r} has no host")
+        raise ReceiverURLError(f"receiver URL {url!r} has no host")
     try:
-        _ = parts.port
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
-        raise ReceiverError(f"receiver URL {url!r} has an invalid port") from exc
+        raise ReceiverURLError(f"receiver URL {url!r} has an invalid port") from exc
+    refused = outbound.check_url_host(parts.hostname, port)
+    if refused:
+        raise ReceiverURLError(f"receiver URL refused: {refused}")
     return url
 
 
@@ -82,8 +89,9 @@ def create(
     name: str | None = None,
     secret: str | None = None,
     kinds: list[str] | None = None,
+    outbound: Outbound | None = None,
 ) -> AlertReceiver:
-    url = validate_url(url)
+    url = validate_url(url, outbound or Outbound())
     if fmt not in FORMATS:
         raise ReceiverError(f"unknown format {fmt!r}; one of: {', '.join(FORMATS)}")
     name = (name or default_name(url)).strip()
@@ -205,11 +213,13 @@ def health(session: Session) -> dict[int, dict[str, Any]]:
     return out
 
 
-def send_test(row: AlertReceiver, public_url: str, timeout_s: float = 10.0) -> tuple[str, Outcome]:
+def send_test(
+    row: AlertReceiver, public_url: str, outbound: Outbound, timeout_s: float = 10.0
+) -> tuple[str, Outcome]:
     """Send a signed test message now, outside the outbox, and return its delivery id and the outcome
     (status, error, the receiver's answer)."""
     delivery_id = f"test-{uuid.uuid4()}"
     msg = Message(delivery_id, "test", time.time(), [], row.name, public_url)
     body = orjson.dumps(render(row.format, msg))
-    with httpx.Client(timeout=timeout_s, follow_redirects=False) as client:
+    with outbound.client(timeout_s) as client:
         return delivery_id, post(client, Claimed(0, delivery_id, row.url, row.secret, body, 1))

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from agents.wire import is_retryable
 from app.alerts import signing
 from app.alerts.formats import Message
+from app.alerts.outbound import Outbound, OutboundRefused
 from app.alerts.render import render
 from app.store.db import transaction
 from app.store.models import AlertAttempt, AlertDelivery, AlertReceiver
@@ -56,6 +57,7 @@ class SenderConfig:
     give_up_after_s: float = 6 * 3600.0
     receiver_concurrency: int = 2
     workers: int = 16
+    outbound: Outbound = field(default_factory=Outbound)
 
     @property
     def lease_s(self) -> float:
@@ -80,6 +82,7 @@ class Outcome:
     duration_ms: float
     retry_after_s: float | None = None
     answer: str = ""  # the start of the receiver's response body, for `receiver test`
+    final: bool = False  # refused by the outbound filter: retrying cannot change that
 
     @property
     def ok(self) -> bool:
@@ -87,6 +90,8 @@ class Outcome:
 
     @property
     def retryable(self) -> bool:
+        if self.final:
+            return False
         if self.http_status is None:
             return True
         return is_retryable(self.http_status)
@@ -105,6 +110,8 @@ def post(client: httpx.Client, claimed: Claimed) -> Outcome:
     started = time.perf_counter()
     try:
         resp = client.post(claimed.url, content=claimed.body, headers=headers)
+    except OutboundRefused as exc:
+        return Outcome(None, str(exc), (time.perf_counter() - started) * 1000, final=True)
     except httpx.TimeoutException as exc:
         return Outcome(None, f"timed out ({type(exc).__name__})", (time.perf_counter() - started) * 1000)
     except httpx.HTTPError as exc:
@@ -129,7 +136,7 @@ class Sender:
         self.sessions = sessions
         self.config = config
         self.instance = f"{uuid.uuid4().hex[:12]}"
-        self.client = httpx.Client(timeout=config.timeout_s, follow_redirects=False)
+        self.client = config.outbound.client(config.timeout_s)
         # daemon workers: a receiver that hangs must never hold the server's exit (its claim just expires)
         self.queue: queue.Queue[Claimed | None] = queue.Queue()
         self.threads: list[threading.Thread] = []  # started on the first tick: an app without jobs has none

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 
 from app.access.users import is_admin
 from app.alerts import receivers, silences
+from app.alerts.outbound import Outbound
 from app.api.bodies import unprocessable
 from app.api.context import Ctx, SessionsDep
 from app.store.db import transaction
@@ -41,7 +42,9 @@ class SilenceIn(BaseModel):
     rank: str | None = None
     duration: str = Field(description="how long: 30m, 2h, 1d, 1h30m or seconds")
     reason: str = ""
-    created_by: str = ""
+    created_by: str = Field(
+        "", description="who silences (auth=none only: otherwise the signed-in user is recorded)"
+    )
 
 
 @router.get("/receivers")
@@ -58,9 +61,12 @@ def list_receivers(request: Request, sessions: SessionsDep) -> list[dict[str, An
 
 
 @router.post("/receivers", status_code=201, responses={409: {}, 422: {}})
-def add_receiver(body: ReceiverIn, sessions: SessionsDep) -> dict[str, Any]:
+def add_receiver(body: ReceiverIn, ctx: Ctx) -> dict[str, Any]:
+    """A URL to loopback, link-local or a cloud metadata name is refused (422 naming ``url``) unless
+    ``receiver_allow`` permits it (app/alerts/outbound.py)."""
+    settings = ctx.settings
     try:
-        with transaction(sessions) as s:
+        with transaction(ctx.sessions) as s:
             row = receivers.create(
                 s,
                 url=body.url,
@@ -69,10 +75,13 @@ def add_receiver(body: ReceiverIn, sessions: SessionsDep) -> dict[str, Any]:
                 name=body.name,
                 secret=body.secret,
                 kinds=body.kinds,
+                outbound=Outbound.of(settings),
             )
             return receivers.as_dict(row)
     except receivers.ReceiverExists as exc:
         raise HTTPException(409, str(exc)) from exc
+    except receivers.ReceiverURLError as exc:
+        raise unprocessable(("body", "url"), str(exc)) from exc
     except receivers.ReceiverError as exc:
         raise unprocessable(("body",), str(exc)) from exc
 
@@ -109,7 +118,9 @@ def test_receiver(receiver_id: int, ctx: Ctx) -> dict[str, Any]:
     with ctx.sessions() as s:
         row = _receiver(s, receiver_id)
     settings = ctx.settings
-    delivery_id, outcome = receivers.send_test(row, settings.dashboard_url(), settings.alert_timeout_s)
+    delivery_id, outcome = receivers.send_test(
+        row, settings.dashboard_url(), Outbound.of(settings), settings.alert_timeout_s
+    )
     return {
         "delivery_id": delivery_id,
         "delivered": outcome.ok,
@@ -132,8 +143,12 @@ def list_silences(
 
 
 @router.post("/silences", status_code=201, responses={422: {}})
-def add_silence(body: SilenceIn, sessions: SessionsDep) -> dict[str, Any]:
+def add_silence(body: SilenceIn, request: Request, sessions: SessionsDep) -> dict[str, Any]:
+    """``created_by`` is who signed in (a user token's name, the proxy's user); the body's value counts only
+    with ``auth=none``, where nobody is."""
     now = time.time()
+    principal = getattr(request.state, "principal", None)
+    by = body.created_by if principal is None or principal.via == "open" else principal.name
     try:
         duration_s = silences.parse_duration(body.duration)
         with transaction(sessions) as s:
@@ -146,7 +161,7 @@ def add_silence(body: SilenceIn, sessions: SessionsDep) -> dict[str, Any]:
                 host=body.host or None,
                 rank=body.rank or None,
                 reason=body.reason,
-                created_by=body.created_by,
+                created_by=by,
             )
             return silences.as_dict(row, now)
     except silences.SilenceError as exc:

@@ -22,6 +22,7 @@ from app.api.health import Health
 from app.context import ServerContext
 from app.ingest.batches import IngestResult
 from app.ingest.cache import IngestCache
+from app.ingest.clock import ClockRefusals
 from app.ingest.live import Live
 from app.ingest.queue import IngestWriter
 from app.ingest.stats import IngestStats
@@ -43,6 +44,7 @@ class HttpContext(ServerContext):
     ingest_cache: IngestCache
     ingest_writer: IngestWriter
     agent_gate: AgentGate
+    clock_refusals: ClockRefusals
     health: Health
     live: Live
     after_ingest: list[AfterIngest] = field(default_factory=list)
@@ -66,6 +68,7 @@ class HttpContext(ServerContext):
             ingest_cache=cache,
             ingest_writer=writer,
             agent_gate=AgentGate(sessions),
+            clock_refusals=ClockRefusals(sessions),
             health=Health(engine, settings, leadership, holder),
             live=Live(sessions),
             # the writer stores what is queued before anything else closes

@@ -9,6 +9,7 @@ path).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -21,7 +22,7 @@ from pydantic import TypeAdapter
 from agents import wire
 from app.api.bodies import read_limited_body, unprocessable, validate_body, without_nul
 from app.api.context import context_of
-from app.ingest.batches import BatchRejected, check_times, clock_offset, shift_times
+from app.ingest.batches import BatchRejected, ClockRefused, check_times, clock_offset, shift_times
 from app.ingest.decode import decode_batch
 from app.ingest.queue import TokenRefused
 
@@ -95,6 +96,10 @@ async def ack_of(batch: wire.IngestBatch, token: str, request: Request) -> bytes
         )
         shift_times(batch, offset)
         check_times(batch, now, settings.max_future_skew_s, settings.max_past_age_s)
+    except ClockRefused as exc:
+        # the host's clock: every batch of it is refused until it is fixed, so say so on the dashboard
+        await asyncio.to_thread(ctx.clock_refusals.record, token, exc, now)
+        raise unprocessable(exc.loc, str(exc)) from exc
     except BatchRejected as exc:
         raise unprocessable(exc.loc, str(exc)) from exc
     try:

@@ -30,6 +30,7 @@ from prometheus_client.process_collector import ProcessCollector
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from agents.cleantext import clean_text
 from agents.wire import INCIDENT_KINDS
 from app import __version__
 from app.api.context import HttpContext
@@ -329,6 +330,18 @@ def ingest_metrics(stats: IngestStats, writer: IngestWriter | None = None) -> It
         )
 
 
+def _clean_labels(metric: Metric) -> Metric:
+    """Label values come from the cluster (ranks, hosts, deployments, culprits): without control characters and
+    with bidi controls shown as U+FFFD (agents/cleantext.py), as on the dashboard, so a Grafana legend or an
+    alert built from them cannot be reordered."""
+    if any(not v.isprintable() for s in metric.samples for v in s.labels.values()):
+        metric.samples = [
+            s._replace(labels={k: clean_text(v, keep="") for k, v in s.labels.items()})
+            for s in metric.samples
+        ]
+    return metric
+
+
 class StateCollector:
     """Everything above, read in one short read-only session per scrape."""
 
@@ -340,6 +353,10 @@ class StateCollector:
         self.writer = writer
 
     def collect(self) -> Iterator[Metric]:
+        for metric in self._collect():
+            yield _clean_labels(metric)
+
+    def _collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
         now = time.time()
         info = GaugeMetricFamily("specwatch_build_info", "specwatch version.", labels=["version"])

@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import func, select
 
 from app.api.context import SessionsDep
+from app.ingest import clock as clock_refusals
 from app.store import models
 from app.store.locate import rank_location
 
 read_router = APIRouter(prefix="/api/v1")
 
 
+def _refusal(r: clock_refusals.Refused | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {"refused_at": r.refused_at, "offset_s": r.offset_s, "limit_s": r.limit_s, "summary": r.summary}
+
+
 @read_router.get("/hosts")
 def list_hosts(sessions: SessionsDep) -> list[dict[str, Any]]:
-    """Every host that has reported, with its GPUs and when it was last heard from."""
+    """Every host that has reported, with its GPUs and when it was last heard from; ``clock_refused`` when its
+    batches are refused for its clock (since its last stored one)."""
     with sessions() as s:
+        refused = clock_refusals.current(s, time.time())
         hosts = s.execute(select(models.Host).order_by(models.Host.name)).scalars().all()
         gpus = s.execute(select(models.Gpu).order_by(models.Gpu.host_id, models.Gpu.index)).scalars().all()
         by_host: dict[int, list[dict[str, Any]]] = {}
@@ -35,6 +45,7 @@ def list_hosts(sessions: SessionsDep) -> list[dict[str, Any]]:
                 "interval_s": h.interval_s,
                 "spool_dropped_batches": h.spool_dropped_batches,
                 "spool_dropped_samples": h.spool_dropped_samples,
+                "clock_refused": _refusal(refused.get(h.name)),
                 "gpus": by_host.get(h.id, []),
             }
             for h in hosts

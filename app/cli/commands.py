@@ -120,6 +120,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "log_level": "warning",
         "access_log": False,
         "log_config": None,
+        # the client is the TCP peer: uvicorn's own X-Forwarded-For rewrite (on by default for loopback peers)
+        # would let a request from this host name any address, the trusted proxy's included, and would turn a
+        # same-host proxy's users into their browsers' addresses (auth=proxy: app/access/users.py)
+        "proxy_headers": False,
     }
     sink = LogSink().install()
     # through the sink, not print(): a print to a stderr/stdout pipe nobody reads blocks before the server starts

@@ -194,6 +194,7 @@ def run_demo(settings: Settings, duration_s: float | None = None) -> int:
             port=settings.port,
             log_level="warning",
             access_log=False,
+            proxy_headers=False,  # as `serve`: the client is the TCP peer (app/cli/commands.py)
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)

@@ -32,6 +32,15 @@ class IngestResult:
     launch_id: int | None = None
 
 
+class ClockRefused(BatchRejected):
+    """The agent's clock is further off than the server corrects: the host's problem, not the batch's."""
+
+    def __init__(self, msg: str, offset_s: float, limit_s: float) -> None:
+        super().__init__(msg, ("header", SENT_AT_HEADER))
+        self.offset_s = offset_s
+        self.limit_s = limit_s
+
+
 def check_times(batch: wire.IngestBatch, now: float, max_future_s: float, max_past_s: float) -> None:
     """Refuse a batch whose samples cannot be placed on the timeline, naming the first offending record."""
     groups: tuple[tuple[str, list[Any]], ...] = (
@@ -70,10 +79,11 @@ def clock_offset(sent_at: str | None, now: float, correct_above_s: float, refuse
     offset = now - agent_now
     if abs(offset) > refuse_above_s:
         side = "behind" if offset > 0 else "ahead of"
-        raise BatchRejected(
+        raise ClockRefused(
             f"the agent's clock is {abs(offset):.0f} s {side} the server's (limit {refuse_above_s:.0f} s): "
             "fix time sync (NTP) on that host",
-            ("header", SENT_AT_HEADER),
+            offset,
+            refuse_above_s,
         )
     return offset if abs(offset) > correct_above_s else 0.0
 

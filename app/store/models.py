@@ -55,6 +55,19 @@ class Host(Base):
     reported_until: Mapped[float | None] = mapped_column(Float)
 
 
+class ClockRefusal(Base):
+    """A host whose batches the server refuses for its clock (app/ingest/clock.py), by the token's host name: such
+    a host may never have had a batch stored, so it has no hosts row to hang this on. It stays until a batch is
+    stored after it (``hosts.last_seen`` newer than ``refused_at``), which costs the accepted batches nothing."""
+
+    __tablename__ = "clock_refusals"
+    host_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    refused_at: Mapped[float] = mapped_column(Float)
+    # server clock minus the agent's, as measured; the limit it was over (max_clock_skew_s then)
+    offset_s: Mapped[float] = mapped_column(Float)
+    limit_s: Mapped[float] = mapped_column(Float)
+
+
 class IngestedBatch(Base):
     """One row per acknowledged batch: the idempotency key that makes re-sends harmless."""
 

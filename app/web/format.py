@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from agents.cleantext import without_bidi
 from app.kit.timefmt import ago, duration
 
 
@@ -26,12 +27,10 @@ def num(v: float | None, digits: int = 0) -> str:
 FILTERS = {"utc": utc, "duration": duration, "ago": ago, "gib": gib, "num": num}
 
 
-# explicit embeddings, overrides and isolates (LRE RLE PDF LRO RLO, LRI RLI FSI PDI): what lets untrusted text
-# reorder its neighbours. Shown as U+FFFD, so that someone reading sees that something was there.
-_BIDI_CONTROLS = {c: "\ufffd" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
-
-
 def without_bidi_controls(value: Any) -> Any:
+    """Explicit embeddings, overrides and isolates (LRE RLE PDF LRO RLO, LRI RLI FSI PDI) let untrusted text
+    reorder its neighbours: shown as U+FFFD, so that someone reading sees that something was there. The one
+    rule is agents/cleantext.py's, as in the CLI and /metrics."""
     if isinstance(value, str):
-        return value.translate(_BIDI_CONTROLS)
+        return without_bidi(value)
     return value

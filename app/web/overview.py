@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.ingest import clock as clock_refusals
 from app.store import models
 from app.store.locate import gpu_ranks, rank_location
 from app.web.lineage import describe, shown_launches
@@ -55,8 +56,15 @@ class HostNow:
     agent_version: str | None
     spool_dropped_samples: int = 0  # what its agent's spool dropped unsent (lifetime total)
     gpus: list[GpuNow] = field(default_factory=list)
+    clock: clock_refusals.Refused | None = None  # its batches are refused for its clock (app/ingest/clock.py)
+
+    @property
+    def stored_any(self) -> bool:
+        return self.id > 0
 
     def health(self, now: float) -> str:
+        if self.clock is not None:
+            return "refused"
         late = max(max(self.interval_s, 1.0) * LATE_INTERVALS, LATE_MIN_S)
         age = now - self.last_seen
         return "ok" if age <= late else ("late" if age <= late * 4 else "silent")
@@ -85,12 +93,24 @@ def deployments(session: Session, deployment: str | None = None) -> list[dict[st
     return out
 
 
-def hosts_now(session: Session) -> list[HostNow]:
+def hosts_now(session: Session, now: float) -> list[HostNow]:
+    """Every host with its GPUs' newest samples; a host refused for its clock says so, one that never had a batch
+    stored (its clock was off from the start) is listed too (id 0)."""
     H, G, S = models.Host, models.Gpu, models.GpuSample
+    refused = clock_refusals.current(session, now)
     hosts = {
-        h.id: HostNow(h.id, h.name, h.last_seen, h.interval_s, h.agent_version, h.spool_dropped_samples)
+        h.id: HostNow(
+            h.id,
+            h.name,
+            h.last_seen,
+            h.interval_s,
+            h.agent_version,
+            h.spool_dropped_samples,
+            clock=refused.pop(h.name, None),
+        )
         for h in session.execute(select(H).order_by(H.name)).scalars()
     }
+    never = [HostNow(-i, r.host, r.refused_at, 1.0, None, clock=r) for i, r in enumerate(refused.values(), 1)]
     newest = (
         select(S.id).where(S.gpu_id == G.id).order_by(S.ts.desc()).limit(1).correlate(G).scalar_subquery()
     )
@@ -99,15 +119,15 @@ def hosts_now(session: Session) -> list[HostNow]:
     for g, s in rows:
         if g.host_id not in hosts:
             continue
-        now = GpuNow(
+        gpu = GpuNow(
             g.index, g.uuid, g.name, mem_total_bytes=g.mem_total_bytes, power_limit_w=g.power_limit_w
         )
         if s is not None:
-            now.util_gpu_pct, now.mem_used_bytes, now.power_w = s.util_gpu_pct, s.mem_used_bytes, s.power_w
-            now.temp_c, now.ts = s.temp_c, s.ts
-        now.rank = ranks.get(g.uuid)
-        hosts[g.host_id].gpus.append(now)
-    return list(hosts.values())
+            gpu.util_gpu_pct, gpu.mem_used_bytes, gpu.power_w = s.util_gpu_pct, s.mem_used_bytes, s.power_w
+            gpu.temp_c, gpu.ts = s.temp_c, s.ts
+        gpu.rank = ranks.get(g.uuid)
+        hosts[g.host_id].gpus.append(gpu)
+    return sorted([*hosts.values(), *never], key=lambda h: h.name)
 
 
 def open_incidents(session: Session, limit: int = 50) -> list[dict[str, Any]]:

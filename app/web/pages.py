@@ -47,7 +47,7 @@ def _overview_ctx(ctx: HttpContext) -> dict[str, Any]:
     with ctx.sessions() as s:
         return {
             "deployments": overview.deployments(s),
-            "hosts": overview.hosts_now(s),
+            "hosts": overview.hosts_now(s, now),
             "incidents": overview.open_incidents(s),
             "now": now,
         }

@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from app.alerts import outbox, receivers, silences
+from app.alerts.outbound import Outbound
 from app.alerts.sender import Sender, SenderConfig
 from app.detector import incidents
 from app.store import models
 from app.store.db import transaction
 from tests.support.alert import Receiver, Store
-from tests.support.harness import wait_for
+from tests.support.harness import LOOPBACK_RECEIVERS, wait_for
+
+LOOPBACK = Outbound.allowing(LOOPBACK_RECEIVERS)  # its receivers run on this machine
 
 
 @pytest.fixture
@@ -28,7 +31,7 @@ def store(db_url: str) -> Iterator[Store]:
 
 def sender(store: Store, **kw: float) -> Sender:
     cfg = {"timeout_s": 3.0, "retry_initial_s": 0.2, "retry_max_s": 0.5, "receiver_concurrency": 100, **kw}
-    return Sender(store.sessions, SenderConfig(public_url="https://sw.example", **cfg))  # type: ignore[arg-type]
+    return Sender(store.sessions, SenderConfig(public_url="https://sw.example", outbound=LOOPBACK, **cfg))  # type: ignore[arg-type]
 
 
 def test_a_change_that_rolls_back_announces_nothing(store: Store) -> None:

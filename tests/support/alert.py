@@ -17,7 +17,7 @@ from app.alerts import outbox, signing
 from app.detector import incidents
 from app.store import models
 from app.store.db import make_engine, session_factory, transaction
-from tests.support.harness import ROOT, free_port, wait_http
+from tests.support.harness import LOOPBACK_RECEIVERS, RECEIVER_ALLOW_ENV, ROOT, free_port, wait_http
 
 T = TypeVar("T")
 SECRET = "s3cret-for-tests"
@@ -30,6 +30,7 @@ FAST_ALERTS = {
     "SPECWATCH_ALERT_RETRY_INITIAL_S": "0.5",
     "SPECWATCH_ALERT_RETRY_MAX_S": "1",
     "SPECWATCH_ALERT_TIMEOUT_S": "3",
+    **RECEIVER_ALLOW_ENV,
 }
 
 
@@ -176,6 +177,16 @@ class Store:
         self, url: str, fmt: str = "generic", name: str = "ops", secret: str | None = SECRET, **kw: Any
     ) -> int:
         from app.alerts import receivers
+        from app.alerts.outbound import Outbound
 
         with transaction(self.sessions) as s:
-            return receivers.create(s, url=url, fmt=fmt, now=time.time(), name=name, secret=secret, **kw).id
+            return receivers.create(
+                s,
+                url=url,
+                fmt=fmt,
+                now=time.time(),
+                name=name,
+                secret=secret,
+                outbound=Outbound.allowing(LOOPBACK_RECEIVERS),
+                **kw,
+            ).id

@@ -33,6 +33,12 @@ T = TypeVar("T")
 # fails. Waiting longer costs nothing when the condition holds (the poll returns at once), and the suite runs on
 # shared 2-core machines across pytest-xdist workers, where a server's start or a detector's tick can take
 # several times its quiet figure: a verdict must not depend on the machine being idle.
+# The alert tests' receivers are processes on this machine, which the outbound filter refuses by default
+# (app/alerts/outbound.py): the servers and CLI runs that post to them allow loopback explicitly, as an operator
+# with a local Alertmanager does. tests/system/test_security_outbound.py holds the default.
+LOOPBACK_RECEIVERS = ["127.0.0.1"]
+RECEIVER_ALLOW_ENV = {"SPECWATCH_RECEIVER_ALLOW": '["127.0.0.1"]'}
+
 WAIT_MARGIN = float(os.environ.get("SPECWATCH_TEST_WAIT_MARGIN", "3"))
 
 

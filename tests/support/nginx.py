@@ -3,6 +3,7 @@ its upstream pointed at the test's servers and its port at a free one."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -32,8 +33,10 @@ def nginx(workdir: Path, upstream: str, site: str | None = None) -> Iterator[str
     temps = " ".join(
         f"{k}_temp_path {workdir / k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
+    # as root, nginx's workers drop to nobody, who cannot read a test's files (an htpasswd in its tmp_path)
+    user = "user root;\n" if os.geteuid() == 0 else ""
     (workdir / "nginx.conf").write_text(
-        f"pid {workdir / 'nginx.pid'};\nerror_log stderr;\nevents {{}}\n"
+        f"{user}pid {workdir / 'nginx.pid'};\nerror_log stderr;\nevents {{}}\n"
         f"http {{ access_log off; {temps} include {workdir / 'site.conf'}; }}\n"
     )
     proc = subprocess.Popen(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -12,7 +13,8 @@ import pytest
 
 from app.store.db import upgrade
 from tests.support.alert import Receiver, verify_signature
-from tests.support.harness import ServerProcess, cli
+from tests.support.harness import RECEIVER_ALLOW_ENV, ServerProcess, cli
+from tests.support.harness import cli as run_cli
 
 
 @pytest.fixture
@@ -24,6 +26,7 @@ def sqlite_url(tmp_path: Path) -> str:
 
 def test_receiver_commands(sqlite_url: str, tmp_path: Path) -> None:
     db = ("--database-url", sqlite_url)
+    cli = functools.partial(run_cli, env=RECEIVER_ALLOW_ENV)  # its receiver runs on loopback
     bad = cli("receiver", "add", "ftp://hooks.example/x", *db, check=False)
     assert bad.returncode == 2 and "must start with http:// or https://" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
@@ -83,7 +86,9 @@ def test_silence_commands(sqlite_url: str) -> None:
 
 @pytest.fixture
 def server(sqlite_url: str) -> Iterator[ServerProcess]:
-    srv = ServerProcess(sqlite_url, env={"SPECWATCH_PUBLIC_URL": "https://sw.example"}).start()
+    srv = ServerProcess(
+        sqlite_url, env={"SPECWATCH_PUBLIC_URL": "https://sw.example", **RECEIVER_ALLOW_ENV}
+    ).start()
     yield srv
     srv.stop()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.harness import ServerProcess, free_port, upgrade_db
+from tests.support.harness import RECEIVER_ALLOW_ENV, ServerProcess, free_port, upgrade_db
 from tests.support.security import user
 
 SLACK = "https://hooks.slack.example/services/T0123ABC/B0456DEF/xoxbSecretPart1234"
@@ -85,7 +85,7 @@ def test_receiver_test_says_delivered_or_not_and_a_status_only(tmp_path: Path) -
     http = ThreadingHTTPServer(("127.0.0.1", free_port()), _Revealing)
     threading.Thread(target=http.serve_forever, daemon=True).start()
     here = f"http://127.0.0.1:{http.server_address[1]}"
-    server = ServerProcess(db_url, env={"SPECWATCH_ALERT_TIMEOUT_S": "1"}).start()
+    server = ServerProcess(db_url, env={"SPECWATCH_ALERT_TIMEOUT_S": "1", **RECEIVER_ALLOW_ENV}).start()
     try:
         answers = {}
         for name, url in (("moved", here + "/moved"), ("failing", here + "/x"), ("hang", here + "/hang"),
