@@ -105,7 +105,6 @@ def build(args: argparse.Namespace) -> tuple[Agent, Spool]:
         deployment=deployment or "",
         interval_s=args.interval,
         batch_interval_s=args.batch_interval,
-        metrics_interval_s=max(args.interval, args.metrics_interval),
         duration_s=args.duration,
         drain_timeout_s=args.drain_timeout,
     )

@@ -42,7 +42,6 @@ class AgentConfig:
     deployment: str
     interval_s: float = 1.0
     batch_interval_s: float = 2.0
-    metrics_interval_s: float = 2.0
     duration_s: float | None = None
     drain_timeout_s: float = 30.0
 
