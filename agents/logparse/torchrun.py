@@ -24,7 +24,6 @@ from .values import Fields
 
 Match = tuple[str, str, Fields]
 
-RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]: ?")
 _FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _CLOSING = re.compile(r"Sending process (\d+) closing signal (SIG\w+)")
 _GLOO_TIMEOUT = re.compile(r"Timed out waiting (\d+)ms for (\w+) operation")
@@ -33,14 +32,6 @@ _STORE_TIMEOUT = re.compile(
     r"|wait timeout after (\d+)ms|Socket Timeout)"
 )
 _PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "remote worker crashing")
-
-
-def prefixed_rank(s: str) -> tuple[int, str] | None:
-    """``[rank3]: text`` (not ``[rank3]:[E...`` a glog line) -> (3, text)."""
-    m = RANK_PREFIX.match(s)
-    if m is None or s[m.end() : m.end() + 1] == "[":
-        return None
-    return int(m.group(1)), s[m.end() :]
 
 
 _KEEP_ALIVE = re.compile(

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Family = Literal["eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "other"]
-FAMILIES: tuple[Family, ...] = ("eagle3", "eagle", "mtp", "draft_model", "ngram", "suffix", "other")
 # nothing on disk to check: the proposer is built from the prompt and the output so far
 NO_CHECKPOINT: frozenset[str] = frozenset({"ngram", "suffix"})
 LABEL: dict[str, str] = {

@@ -28,11 +28,8 @@ from dataclasses import dataclass
 from agents.preflight.config import DEFAULT_AUX, DraftConfig
 
 SGLANG_LEGACY_MAX = (0, 5, 11)  # 0.5.11's llama_eagle3.py is still the midlayer one
-SGLANG_CURRENT_MIN = (0, 5, 12)
 SGLANG_INPUT_NORM_MIN = (0, 5, 17)
 
-ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
-MLP = ("gate_proj", "up_proj", "down_proj")
 AUX_NORM_RENAMES = (
     ("aux_norm_low", "fc_norm.0"),
     ("aux_norm_mid", "fc_norm.1"),

@@ -359,15 +359,6 @@ def diagnose(ev: LaunchSpecEvidence) -> Diagnosis:
     return Diagnosis("healthy", f"Acceptance length {x:.2f}{cap}", "The draft is doing its job.", s, [])
 
 
-def incident_evidence(diag: Diagnosis) -> list[Evidence]:
-    """Rows for a low_acceptance incident: the diagnosis and each cause with its evidence and fix."""
-    rows = [_ev(diag.summary.last_ts, "diagnosis", diag.headline)]
-    for c in diag.causes:
-        rows.append(_ev(None, f"{c.likelihood} cause", c.title + (f" — fix: {c.fix}" if c.fix else "")))
-        rows.extend(c.evidence)
-    return rows
-
-
 def from_launch_state(st: LaunchState) -> LaunchSpecEvidence:
     """The detector's in-memory view of a launch as diagnosis input."""
     pf = st.draft_preflight

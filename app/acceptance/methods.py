@@ -41,11 +41,6 @@ def family(method: str | None) -> Family | None:
     return "mtp" if m.endswith("_mtp") else "other"
 
 
-def has_checkpoint(method: str | None) -> bool:
-    """Whether a draft checkpoint stands behind the method (n-gram and suffix decoding draft from text)."""
-    return family(method) != "ngram"
-
-
 def rejected_hint(method: str | None) -> str:
     """The short "what to look at" for a draft whose tokens are rejected, by method."""
     fam = family(method)
