@@ -46,6 +46,15 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "process_input_queue",
             "weights_update",
             "update_weights",
+            # the front ends' request paths and the executors' step loops: a request was being served
+            # (vLLM V1's AsyncLLM output_handler / get_output, the OpenAI server's stream generators,
+            # TensorRT-LLM's PyExecutor loop; not a bare forward_step, which is Megatron's training step)
+            "output_handler",
+            "get_output",
+            "stream_generator",
+            "create_chat_completion",
+            "create_completion",
+            "executor_loop",
         ),
     ),
     ("cuda_graph_capture", ("capture",)),

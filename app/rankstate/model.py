@@ -257,6 +257,9 @@ class LaunchState:
     # which says how long a pause of this job may last; not persisted, like decode_gaps)
     job_line_at: float | None = None
     job_gaps: list[float] = field(default_factory=list)
+    # (ts, phase) each time the log's own lines showed the launch further on (app/rankstate/reached.py: where
+    # a crash that names no rank happened; not persisted, like the other log-reading state)
+    reached: list[tuple[float, str]] = field(default_factory=list)
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)
