@@ -224,6 +224,10 @@ class LaunchState:
     # seconds between the last batch lines that came while requests ran: the engine's own cadence, which
     # says how long a silence is unusual for this server (not persisted: a new leader starts cautious)
     decode_gaps: list[float] = field(default_factory=list)
+    # the same for decode lines alone (a prefill line's pace is the arrivals', not the decoding's): the
+    # decode pace a log shows, which says how long a logs-only silence is unusual (app/detect/work.py)
+    decode_line_at: float | None = None
+    decode_line_gaps: list[float] = field(default_factory=list)
     running_req: int | None = None
     queue_req: int | None = None
     load_seen_at: float | None = None  # last time running/queued numbers were reported
