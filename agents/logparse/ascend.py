@@ -114,9 +114,13 @@ _DEVICE_FAULT = re.compile(
 )
 # HCCL's connection set-up: EI0006 "Getting socket times out", the plog's "wait socket establish timeout, role[1]
 # rank[12] timeout[120]" (vllm-ascend#486, #1955, #5461, #9447): a peer that never connected
+# and the link set-up that failed after it: "[InitChannelStage][RunFailed]Transport init error! createLink
+# para:rank[7]-...remoteRank[15]" under HCCL's "CONNECT TIMEOUT DETECT RESULT" banner (vllm-ascend#10591)
 _SOCKET_TIMEOUT = re.compile(
-    r"(?:Getting socket times out|wait socket establish timeout)(?:.{0,80}?timeout\[(\d+)\])?"
+    r"(?:Getting socket times out|wait socket establish timeout|Transport init error|CONNECT TIMEOUT DETECT)"
+    r"(?:.{0,80}?timeout\[(\d+)\])?"
 )
+_CONNECT_WORDS = ("socket", "Transport init", "CONNECT TIMEOUT")
 # a CUDA kernel's device-side assertion (trtllm#10417): the context is lost, the process goes down with it
 _DEVICE_ASSERT = re.compile(
     r"\.cu:\d{1,6}: \w{1,128}: block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion"
@@ -145,7 +149,7 @@ def npu_message(msg: str) -> Match | None:
         if m and m.group(1):
             fields["remote_rank"] = int(m.group(1))
         return "collective_timeout", "error", fields
-    if "socket" in head and (s := _SOCKET_TIMEOUT.search(head)):
+    if any(w in head for w in _CONNECT_WORDS) and (s := _SOCKET_TIMEOUT.search(head)):
         fields = {"backend": "hccl", "op": "connect"}
         if s.group(1):
             fields["timeout_s"] = int(s.group(1))

@@ -1,0 +1,92 @@
+"""The detector reads the log's own state, the same way for every engine: where a crash that names no rank
+happened (the last phase the lines reached), how long a logs-only silence may last (the log's own decode
+pace), and broadcast waits of several DP engines read together. Lines verbatim from the public threads named
+(tests/corpus holds the excerpts); the DP engines' lines are one thread's real line with each engine's tag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents.logparse import parse_lines
+from tests.support.replaylines import run_log
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def lines_of(stem: str) -> list[str]:
+    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_crash_after_a_request_was_served_is_a_crash_in_serving(tmp_path: Path) -> None:
+    # https://github.com/NVIDIA/TensorRT-LLM/issues/10417: a 200 OK, then device-side assertions and a traceback
+    (inc,) = run_log(tmp_path, lines_of("trtllm-trtllm-10417"), 2026).incidents
+    assert (inc.kind, inc.phase, inc.culprit) == ("rank_crashed", "serving", None)
+    # the same crash without the request line before it: nothing shows where it was
+    (bare,) = run_log(tmp_path, lines_of("trtllm-trtllm-10417")[1:4], 2026, name="bare.log").incidents
+    assert (bare.kind, bare.phase) == ("rank_crashed", None)
+
+
+def test_a_crash_after_a_training_step_is_a_crash_in_training(tmp_path: Path) -> None:
+    # https://github.com/ROCm/legacy-rocm-build/issues/4021: HF Trainer's loss dict, then every GPU's HW Exception
+    (inc,) = run_log(tmp_path, lines_of("pytorch-rocm-4021"), 2024).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "training")
+
+
+def test_vllm_engine_dead_in_the_front_ends_output_loop_is_a_crash_in_serving(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/27194: AsyncLLM.output_handler failed, EngineDeadError
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllm-27194"), 2025).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
+
+
+def test_a_slow_devices_decode_report_minutes_after_its_prefills_is_no_stall(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/29853: 119 requests prefilled on an NPU, the next decode
+    # report (40 steps at 128 requests) 230 s later: slow, not stopped
+    assert run_log(tmp_path, lines_of("sglang-sglang-29853"), 2026).incidents == []
+
+
+def test_the_same_prefills_then_silence_past_the_logs_only_quiet_are_a_stall(tmp_path: Path) -> None:
+    prefills = lines_of("sglang-sglang-29853")[:5]
+    (inc,) = run_log(tmp_path, prefills, 2026, stalled_for_s=300).incidents
+    assert (inc.kind, inc.phase) == ("stalled_serving", "serving")
+
+
+def test_a_server_whose_log_shows_a_fast_decode_pace_is_judged_by_it(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/3909: a decode line every ~1.7 s with 8 requests running
+    decodes = lines_of("sglang-sglang-3909")
+    assert run_log(tmp_path, decodes, 2025, stalled_for_s=14).incidents == []
+    (inc,) = run_log(tmp_path, decodes, 2025, name="long.log", stalled_for_s=60).incidents
+    assert inc.kind == "stalled_serving"  # 4 x the median gap is under the 15 s floor: the floor decides
+
+
+# https://github.com/vllm-project/vllm-ascend/issues/5087 (title): DP1's wait; DP0, DP2, DP3 carry the same line
+_DP_WAIT = (
+    "(EngineCore_DP{dp} pid=23546{dp}) INFO 12-16 08:25:51 [shm_broadcast.py:466] No available shared memory "
+    "broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some "
+    "time-consuming work (e.g. compilation)."
+)
+_SERVING = (
+    "(APIServer pid=605) INFO 12-16 08:24:41 [loggers.py:273] Engine 000: Avg prompt throughput: 532.2 tokens/s, "
+    "Avg generation throughput: 20.5 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.7%, "
+    "Prefix cache hit rate: 0.0%"
+)
+
+
+def test_four_dp_engines_each_waiting_once_read_as_one_engine_waiting_twice(tmp_path: Path) -> None:
+    four = [_SERVING] + [_DP_WAIT.format(dp=dp) for dp in range(4)]
+    (inc,) = run_log(tmp_path, four, 2025).incidents
+    assert "shm_broadcast_wait" in inc.confirmed_by
+    one = run_log(tmp_path, [_SERVING, _DP_WAIT.format(dp=1)], 2025, name="one.log").incidents
+    assert all(
+        "shm_broadcast_wait" not in i.confirmed_by for i in one
+    )  # one engine's one wait: maybe a compile
+
+
+def test_hccl_transport_init_failure_is_a_connection_that_never_came_up() -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/10591
+    line = lines_of("vllm-ascend-10591")[3]
+    (ev,) = parse_lines([line], year=2026)
+    assert (ev.kind, ev.fields.get("backend"), ev.fields.get("op")) == (
+        "collective_timeout",
+        "hccl",
+        "connect",
+    )
