@@ -90,3 +90,12 @@ def test_hccl_transport_init_failure_is_a_connection_that_never_came_up() -> Non
         "hccl",
         "connect",
     )
+
+
+def test_vllm_v0_workers_failed_method_is_the_engine_going_down_mid_serving(tmp_path: Path) -> None:
+    # https://github.com/HabanaAI/vllm-fork/issues/419: 68 requests running, then the worker's execute_model raised
+    lines = lines_of("other-habanavllm-419")
+    (ev,) = parse_lines([lines[2]], year=2024)
+    assert ev.kind == "scheduler_exception"
+    (inc,) = run_log(tmp_path, lines, 2024).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
