@@ -99,3 +99,29 @@ def test_vllm_v0_workers_failed_method_is_the_engine_going_down_mid_serving(tmp_
     assert ev.kind == "scheduler_exception"
     (inc,) = run_log(tmp_path, lines, 2024).incidents
     assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
+
+
+def test_a_cpp_abort_is_the_process_going_down(tmp_path: Path) -> None:
+    # https://github.com/NVIDIA/TensorRT-LLM/issues/1826: an uncaught TllmException, then std::terminate
+    lines = lines_of("trtllm-trtllm-1826")
+    (ev,) = parse_lines([lines[0]], year=2024)
+    assert (ev.kind, ev.fields.get("cause"), ev.fields.get("exception")) == (
+        "child_crashed",
+        "terminate",
+        "tensorrt_llm::common::TllmException",
+    )
+    (inc,) = run_log(tmp_path, lines, 2024).incidents
+    assert inc.kind == "rank_crashed"
+
+
+def test_the_watchdogs_abort_after_a_collective_timeout_stays_the_hang(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/382: the HCCL watchdog's timeout, then terminate/what()
+    incs = run_log(tmp_path, lines_of("vllm-ascend-382"), 2025).incidents
+    assert incs and all(i.kind != "rank_crashed" for i in incs)
+    assert any("nccl_timeout" in {i.kind, *i.confirmed_by} for i in incs)
+
+
+def test_vllms_kv_cache_sizing_failure_is_a_start_up_crash_in_kv_alloc(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/5707: no memory left for the KV cache blocks
+    (inc,) = run_log(tmp_path, lines_of("vllm-ascend-5707"), 2026).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "kv_alloc")

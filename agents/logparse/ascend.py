@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .envelope import TERMINATE
 from .values import Fields
 
 Match = tuple[str, str, Fields]
@@ -105,6 +106,7 @@ def npu_head(s: str) -> NpuHead | None:
     return None
 
 
+_THROWN = re.compile(r"instance of '([\w:<>, ]{1,120})'")
 _FFTS_TIMEOUT = re.compile(r"hccl fftsplus task timeout occurred.{0,300}?timeout[:=](\d{1,7})", re.I)
 _NOTIFY_WAIT = re.compile(r"EI0002.{0,400}?(?:remote rank\s?\[?(\d{1,7}))?.{0,400}?(\d{2,7})\s?s\b", re.I)
 # "[Error]: The aicore execution times out.", "The aicpu execution is abnormal.", "The execution of the internal
@@ -168,6 +170,12 @@ def npu_message(msg: str) -> Match | None:
         return "child_crashed", "critical", {"engine": "hccl", "cause": "comm_init_failed"}
     if " Assertion" in head and _DEVICE_ASSERT.search(head):
         return "child_crashed", "critical", {"engine": "cuda", "cause": "device_assert"}
+    if msg.startswith(TERMINATE):
+        # C++'s std::terminate on an exception nobody caught: the runtime aborts the process (SIGABRT), whatever
+        # the exception (TensorRT-LLM's TllmException, trtllm#1826, #2393; NCCL's std::runtime_error); its
+        # what() line, read on its own, says why
+        m = _THROWN.search(head)
+        return "child_crashed", "critical", {"cause": "terminate", "exception": m.group(1) if m else ""}
     if msg.startswith("HW Exception by GPU") and "reason :GPU Hang" in head:
         return "child_crashed", "critical", {"engine": "rocm", "cause": "gpu_hang"}
     return None

@@ -32,13 +32,31 @@ CRASH_SIGNALS = frozenset(
 )
 
 
-def _crash_signal(r: RankState) -> Signal | None:
+# the engine's own timeout reports (PyTorch's watchdog, gloo's and c10d's timeouts, HCCL's): a C++ abort right
+# after one is that watchdog "taking the entire process down", the timeout's consequence, not a crash of its own
+TIMEOUT_REPORTS = frozenset({"nccl_timeout", "collective_timeout", "nccl_heartbeat", "watchdog_timeout"})
+ABORT_AFTER_S = 5.0
+
+
+def _crash_signal(r: RankState, st: LaunchState | None = None) -> Signal | None:
     for s in r.signals:
         if s.kind in CRASH_SIGNALS and not (
             s.kind in ("process_exit", "child_crashed") and s.fields.get("exit_code") in CLEAN_EXIT_CODES
         ):
+            if st is not None and _aborted_by_timeout(st, r, s):
+                continue
             return s
     return None
+
+
+def _aborted_by_timeout(st: LaunchState, r: RankState, s: Signal) -> bool:
+    """C++'s std::terminate (``terminate called after throwing ...``) seconds after this rank's or the launch's
+    own timeout report: the watchdog's abort of a hung collective (its what() is the timeout)."""
+    if s.fields.get("cause") != "terminate":
+        return False
+    near = [x for x in r.signals if x.kind in TIMEOUT_REPORTS]
+    near += [x for lab, x in st.signals if x.kind in TIMEOUT_REPORTS and lab in (None, r.label)]
+    return any(-ABORT_AFTER_S <= s.ts - x.ts <= ABORT_AFTER_S for x in near)
 
 
 def crashed(st: LaunchState, now: float) -> Finding | None:
@@ -48,7 +66,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     for r in st.ranks.values():
         if r.phase != "crashed":
             continue
-        sig = _crash_signal(r)
+        sig = _crash_signal(r, st)
         if sig is not None:
             dead.append((sig.ts, r, sig))
     if not dead:
@@ -161,7 +179,16 @@ def traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
 def _unattributed_crash(st: LaunchState) -> Finding | None:
     """A supervisor's report that a worker died, naming none we know (Ray's OOM kill, vLLM's 'Got fatal
     signal from worker processes', 'EngineCore failed to start' with no worker line): a crash, no culprit."""
-    sigs = [s for lab, s in st.signals if lab is None and s.kind in ("child_crashed", "init_failed")]
+    timeouts = [x.ts for _, x in st.signals if x.kind in TIMEOUT_REPORTS]
+    sigs = [
+        s
+        for lab, s in st.signals
+        if lab is None
+        and s.kind in ("child_crashed", "init_failed")
+        and not (
+            s.fields.get("cause") == "terminate" and any(abs(s.ts - t) <= ABORT_AFTER_S for t in timeouts)
+        )
+    ]
     if not sigs:
         return _startup_traceback(st)
     sig = sigs[0]

@@ -66,6 +66,8 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "initialize_kv_cache",
             "determine_available_memory",
             "profile_run",
+            # vLLM V1's KV cache sizing (check_enough_kv_cache_memory, get_kv_cache_config): start-up only
+            "kv_cache_utils",
         ),
     ),
     ("loading_weights", ("load_model", "load_weights", "model_loader")),
