@@ -125,3 +125,21 @@ def test_vllms_kv_cache_sizing_failure_is_a_start_up_crash_in_kv_alloc(tmp_path:
     # https://github.com/vllm-project/vllm-ascend/issues/5707: no memory left for the KV cache blocks
     (inc,) = run_log(tmp_path, lines_of("vllm-ascend-5707"), 2026).incidents
     assert (inc.kind, inc.phase) == ("rank_crashed", "kv_alloc")
+
+
+def test_a_communicator_that_could_not_be_created_is_a_crash_in_dist_init(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/3367: hcclCommInitRootInfoConfig failed on a worker
+    incs = run_log(tmp_path, lines_of("vllm-ascend-3367"), 2025).incidents
+    assert [(i.kind, i.phase) for i in incs] == [("rank_crashed", "dist_init")]
+
+
+def test_a_watchdog_behind_a_progress_bar_and_a_pdsh_host_prefix_is_read(tmp_path: Path) -> None:
+    # https://github.com/deepspeedai/DeepSpeed/issues/6705: the bar at 99 %, the watchdog glued to it, then
+    # DeepSpeed's launcher's 'IP: ' prefix on every line of rank 1
+    lines = lines_of("pytorch-deepspeed-6705")
+    evs = parse_lines(lines, year=2024)
+    assert [e.kind for e in evs if e.kind == "nccl_timeout"] and all(
+        e.rank in (None, "rank1") for e in evs[1:]
+    )
+    (inc,) = run_log(tmp_path, lines, 2024).incidents
+    assert "nccl_timeout" in {inc.kind, *inc.confirmed_by}

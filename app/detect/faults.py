@@ -151,12 +151,27 @@ def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool
     """Where a crash happened, from the log's own state, one reading for every engine: the frames of its
     traceback (a serving loop, a start-up step) say it first; else the last phase the launch's lines reached
     before it (a start-up step, the ready line, a request served, a decode batch, a training step); a start-up
-    failure report with nothing before it is ``starting``; nothing shown, no phase."""
+    failure report with nothing before it is ``starting``; nothing shown, no phase. An exception whose frames
+    and log say nothing may still say what it was doing (creating a communicator: dist_init)."""
     for s in tb:
         phase = phase_from_traceback(s.message)
         if phase is not None:
             return phase
-    return reached_at(st, ts) or ("starting" if failed_start else None)
+    return reached_at(st, ts) or _said_phase(tb) or ("starting" if failed_start else None)
+
+
+# what an exception says it was doing, where neither its frames nor the log place it: creating a communicator
+# (HCCL's HcclCommInitRootInfo, NCCL's ncclCommInitRank, which vLLM and SGLang do in their distributed init)
+_SAID_PHASES = (("dist_init", ("CommInitRootInfo", "ncclCommInitRank", "init_process_group")),)
+
+
+def _said_phase(tb: list[Signal]) -> str | None:
+    for s in tb:
+        said = str(s.fields.get("exc_message") or "")[:2000]
+        for phase, words in _SAID_PHASES:
+            if any(w in said for w in words):
+                return phase
+    return None
 
 
 def nearby_tracebacks(st: LaunchState, ts: float, rank: str | None = None) -> list[Signal]:
