@@ -143,3 +143,20 @@ def test_a_watchdog_behind_a_progress_bar_and_a_pdsh_host_prefix_is_read(tmp_pat
     )
     (inc,) = run_log(tmp_path, lines, 2024).incidents
     assert "nccl_timeout" in {inc.kind, *inc.confirmed_by}
+
+
+def test_nccls_error_trace_reaching_its_api_is_the_call_failing_but_a_socket_warning_is_not(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/NVIDIA/nccl/issues/1235: out of memory during init, traced up to init.cc / group.cc
+    lines = lines_of("nccl-nccl-1235")
+    (ev,) = parse_lines([lines[7]], year=2024)  # "NCCL INFO init.cc:1358 -> 3"
+    assert (ev.kind, ev.fields.get("nccl_call"), ev.fields.get("cause")) == (
+        "child_crashed",
+        "init",
+        "nccl_result_3",
+    )
+    (inc,) = run_log(tmp_path, lines, 2024).incidents
+    assert inc.kind == "rank_crashed"
+    # https://github.com/NVIDIA/nccl/issues/1117: a healthy run's service-thread warnings, traced inside socket.cc
+    assert run_log(tmp_path, lines_of("nccl-nccl-1117"), 2023, name="warn.log").incidents == []
