@@ -160,3 +160,19 @@ def test_nccls_error_trace_reaching_its_api_is_the_call_failing_but_a_socket_war
     assert inc.kind == "rank_crashed"
     # https://github.com/NVIDIA/nccl/issues/1117: a healthy run's service-thread warnings, traced inside socket.cc
     assert run_log(tmp_path, lines_of("nccl-nccl-1117"), 2023, name="warn.log").incidents == []
+
+
+def test_torchruns_failure_summary_inside_its_child_failed_error_names_the_dead_rank(tmp_path: Path) -> None:
+    # https://github.com/lzhxmu/CPPO/issues/6: the summary is ChildFailedError's own message, behind
+    # accelerate's launcher frames; rank 0 was SIGKILLed
+    evs = parse_lines(lines_of("pytorch-cppo-6"), year=2025)
+    dead = [e for e in evs if e.kind == "child_crashed"]
+    assert [(e.rank, e.fields.get("exit_code")) for e in dead] == [("rank0", -9)]
+    (inc,) = run_log(tmp_path, lines_of("pytorch-cppo-6"), 2025).incidents
+    assert (inc.kind, inc.culprit) == ("rank_crashed", "rank0")
+
+
+def test_a_step_counter_with_its_forward_and_backward_passes_is_training(tmp_path: Path) -> None:
+    # https://github.com/hpcaitech/ColossalAI/issues/3172: '[3/1000] Forward GPU memory usage', then rank 0 -9
+    (inc,) = run_log(tmp_path, lines_of("pytorch-colossalai-3172"), 2023).incidents
+    assert (inc.kind, inc.culprit, inc.phase) == ("rank_crashed", "rank0", "training")

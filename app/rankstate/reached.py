@@ -42,8 +42,10 @@ _STEP_PHASE = {
 }
 # a training script's step report: a loss with its step, epoch or iteration (HF Trainer's dict, Megatron's
 # "iteration N/M | ... lm loss: ...", DeepSpeed's "step=N, loss=...", a script's "step 120 loss 2.1")
-_LOSS = re.compile(r"\bloss\b['\"]?\s{0,3}[:=]?\s{0,3}[-+]?\d", re.IGNORECASE)
-_STEP = re.compile(r"\b(?:step|epoch|iteration|iter|global_step)\b", re.IGNORECASE)
+# or a step's forward / backward pass reported against its step counter (ColossalAI's "[3/1000] Forward GPU
+# memory usage ...")
+_LOSS = re.compile(r"\bloss\b['\"]?\s{0,3}[:=]?\s{0,3}[-+]?\d|\b(?:forward|backward)\b", re.IGNORECASE)
+_STEP = re.compile(r"\b(?:step|epoch|iteration|iter|global_step)\b|\[\d{1,9}/\d{1,9}\]", re.IGNORECASE)
 # requests an inference server answers (not its probes): the server was serving
 _REQUEST_METHODS = frozenset({"POST", "PUT"})
 
