@@ -176,3 +176,25 @@ def test_a_step_counter_with_its_forward_and_backward_passes_is_training(tmp_pat
     # https://github.com/hpcaitech/ColossalAI/issues/3172: '[3/1000] Forward GPU memory usage', then rank 0 -9
     (inc,) = run_log(tmp_path, lines_of("pytorch-colossalai-3172"), 2023).incidents
     assert (inc.kind, inc.culprit, inc.phase) == ("rank_crashed", "rank0", "training")
+
+
+def test_old_sglangs_controller_death_is_its_scheduler_failing_mid_decode(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/1087: 'Exception in ControllerSingle:' and the decode step
+    lines = lines_of("sglang-sglang-1087")
+    assert parse_lines(lines[:1], year=2024)[0].kind == "scheduler_exception"
+    (inc,) = run_log(tmp_path, lines, 2024).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
+
+
+def test_an_engines_own_allocator_giving_up_quoted_in_backticks_is_the_server_going_down(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/sgl-project/sglang/issues/4602: '`RuntimeError: Decode out of memory. Try to lower ...'
+    (inc,) = run_log(tmp_path, lines_of("sglang-sglang-4602"), 2025).incidents
+    assert inc.kind == "rank_crashed"
+
+
+def test_a_rendezvous_that_timed_out_is_a_start_up_crash_in_dist_init(tmp_path: Path) -> None:
+    # https://github.com/xh-liu/CC-FPSE/issues/6: init_process_group's TCPStore 'connect() timed out.'
+    (inc,) = run_log(tmp_path, lines_of("pytorch-ccfpse-6"), 2020).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "dist_init")

@@ -132,7 +132,8 @@ _DEVICE_ASSERT = re.compile(
 # error: HcclCommInitRootInfo(...)", "OPS function error: HcclAllreduce, error code is 6"; CUDA's and HIP's
 # "CUDA error: an illegal memory access was encountered")
 _FATAL_IN_EXCEPTION = ("NPU function error", "HCCL function error", "OPS function error: Hccl", "CUDA error: ",
-                       "HIP error: ", "NPU error, error code is", "NPU out of memory", "CUDA out of memory")  # fmt: skip
+                       "HIP error: ", "NPU error, error code is", "NPU out of memory", "CUDA out of memory",
+                       " out of memory. ")  # fmt: skip  # an engine's own allocator giving up: SGLang's "Decode out of memory. Try ..."
 _RESULT = re.compile(r"(?:runtime result|error code is) =? ?(\d{1,7})")
 
 

@@ -55,6 +55,9 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "create_chat_completion",
             "create_completion",
             "executor_loop",
+            # SGLang 0.2's controller loop and its decode step (sglang#1087)
+            "loop_for_forward",
+            "forward_decode_batch",
         ),
     ),
     ("cuda_graph_capture", ("capture",)),
@@ -73,7 +76,13 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loading_weights", ("load_model", "load_weights", "model_loader")),
     (
         "dist_init",
-        ("init_torch_distributed", "init_distributed_environment", "initialize_model_parallel"),
+        (
+            "init_torch_distributed",
+            "init_distributed_environment",
+            "initialize_model_parallel",
+            "init_process_group",  # torch.distributed's own, and its rendezvous (the TCPStore connect)
+            "rendezvous",
+        ),
     ),
     ("warmup", ("warmup", "warm_up")),
 )
