@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .envelope import TERMINATE
 from .values import Fields
 
 Match = tuple[str, str, Fields]
@@ -105,6 +106,7 @@ def npu_head(s: str) -> NpuHead | None:
     return None
 
 
+_THROWN = re.compile(r"instance of '([\w:<>, ]{1,120})'")
 _FFTS_TIMEOUT = re.compile(r"hccl fftsplus task timeout occurred.{0,300}?timeout[:=](\d{1,7})", re.I)
 _NOTIFY_WAIT = re.compile(r"EI0002.{0,400}?(?:remote rank\s?\[?(\d{1,7}))?.{0,400}?(\d{2,7})\s?s\b", re.I)
 # "[Error]: The aicore execution times out.", "The aicpu execution is abnormal.", "The execution of the internal
@@ -114,9 +116,13 @@ _DEVICE_FAULT = re.compile(
 )
 # HCCL's connection set-up: EI0006 "Getting socket times out", the plog's "wait socket establish timeout, role[1]
 # rank[12] timeout[120]" (vllm-ascend#486, #1955, #5461, #9447): a peer that never connected
+# and the link set-up that failed after it: "[InitChannelStage][RunFailed]Transport init error! createLink
+# para:rank[7]-...remoteRank[15]" under HCCL's "CONNECT TIMEOUT DETECT RESULT" banner (vllm-ascend#10591)
 _SOCKET_TIMEOUT = re.compile(
-    r"(?:Getting socket times out|wait socket establish timeout)(?:.{0,80}?timeout\[(\d+)\])?"
+    r"(?:Getting socket times out|wait socket establish timeout|Transport init error|CONNECT TIMEOUT DETECT)"
+    r"(?:.{0,80}?timeout\[(\d+)\])?"
 )
+_CONNECT_WORDS = ("socket", "Transport init", "CONNECT TIMEOUT")
 # a CUDA kernel's device-side assertion (trtllm#10417): the context is lost, the process goes down with it
 _DEVICE_ASSERT = re.compile(
     r"\.cu:\d{1,6}: \w{1,128}: block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion"
@@ -126,7 +132,8 @@ _DEVICE_ASSERT = re.compile(
 # error: HcclCommInitRootInfo(...)", "OPS function error: HcclAllreduce, error code is 6"; CUDA's and HIP's
 # "CUDA error: an illegal memory access was encountered")
 _FATAL_IN_EXCEPTION = ("NPU function error", "HCCL function error", "OPS function error: Hccl", "CUDA error: ",
-                       "HIP error: ", "NPU error, error code is", "NPU out of memory", "CUDA out of memory")  # fmt: skip
+                       "HIP error: ", "NPU error, error code is", "NPU out of memory", "CUDA out of memory",
+                       " out of memory. ")  # fmt: skip  # an engine's own allocator giving up: SGLang's "Decode out of memory. Try ..."
 _RESULT = re.compile(r"(?:runtime result|error code is) =? ?(\d{1,7})")
 
 
@@ -145,7 +152,7 @@ def npu_message(msg: str) -> Match | None:
         if m and m.group(1):
             fields["remote_rank"] = int(m.group(1))
         return "collective_timeout", "error", fields
-    if "socket" in head and (s := _SOCKET_TIMEOUT.search(head)):
+    if any(w in head for w in _CONNECT_WORDS) and (s := _SOCKET_TIMEOUT.search(head)):
         fields = {"backend": "hccl", "op": "connect"}
         if s.group(1):
             fields["timeout_s"] = int(s.group(1))
@@ -164,6 +171,12 @@ def npu_message(msg: str) -> Match | None:
         return "child_crashed", "critical", {"engine": "hccl", "cause": "comm_init_failed"}
     if " Assertion" in head and _DEVICE_ASSERT.search(head):
         return "child_crashed", "critical", {"engine": "cuda", "cause": "device_assert"}
+    if msg.startswith(TERMINATE):
+        # C++'s std::terminate on an exception nobody caught: the runtime aborts the process (SIGABRT), whatever
+        # the exception (TensorRT-LLM's TllmException, trtllm#1826, #2393; NCCL's std::runtime_error); its
+        # what() line, read on its own, says why
+        m = _THROWN.search(head)
+        return "child_crashed", "critical", {"cause": "terminate", "exception": m.group(1) if m else ""}
     if msg.startswith("HW Exception by GPU") and "reason :GPU Hang" in head:
         return "child_crashed", "critical", {"engine": "rocm", "cause": "gpu_hang"}
     return None

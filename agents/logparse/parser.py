@@ -170,7 +170,9 @@ class LogParser(Forms):
             else:
                 verdict = tb.offer(s, structured)
                 if verdict is True:
-                    return []
+                    # a line of the exception's message may also be a block's (torchrun's ChildFailedError
+                    # message is its failure summary: each failed worker's entry is an exit of its own)
+                    return self._block_line(s, tb.ts) if tb.phase == "exc" else []
                 if verdict is False:
                     out += self._tb_events(tb)
                     self._tb = None

@@ -184,6 +184,17 @@ def _the(msg: str) -> Match | None:
     return None
 
 
+# SGLang before its scheduler was named so (0.2.x): the controller and the TP server report their loop's death
+# as "Exception in ControllerSingle:" / "Exception in ModelTpServer:", then the traceback (sglang#1087)
+_OLD_LOOPS = ("Exception in ControllerSingle", "Exception in ControllerMulti", "Exception in ModelTpServer")
+
+
+def _exception(msg: str) -> Match | None:
+    if msg.startswith(_OLD_LOOPS):
+        return "scheduler_exception", "error", {}
+    return None
+
+
 def _scheduler(msg: str) -> Match | None:
     if msg.startswith("Scheduler hit an exception"):
         return "scheduler_exception", "error", {}
@@ -264,6 +275,7 @@ HANDLERS: dict[str, Callable[[str], Match | None]] = {
     "Capture": _capture,
     "The": _the,
     "Scheduler": _scheduler,
+    "Exception": _exception,
     "Watchdog": _watchdog_old,
     "Pyspy": _pyspy,
     "Received": _received,

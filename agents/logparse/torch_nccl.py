@@ -131,6 +131,11 @@ def glog_severity(level: str) -> str:
     return _GLOG_SEVERITY.get(level, "info")
 
 
+# the error trace's frame at NCCL's API boundary, with a non-zero ncclResult_t (1 unhandled CUDA error, 2 system
+# error, 3 internal error, 5 invalid usage, 6 remote error); traces inside a proxy or socket helper stop there
+_API_RETURN = re.compile(r"\b(init|group)\.cc:\d{1,6} -> ([1-9]\d?)\b")
+
+
 def nccl_message(level: str, msg: str, fields: Fields) -> Match:
     """NCCL's own debug output (``NCCL_DEBUG=INFO``): noise, except communicator completion and warnings."""
     if "Init COMPLETE" in msg:
@@ -139,6 +144,12 @@ def nccl_message(level: str, msg: str, fields: Fields) -> Match:
             fields["nccl_rank"] = int(m.group(1))
             fields["nranks"] = int(m.group(2))
         return "nccl_log", "info", fields
+    if level == "INFO" and "-> " in msg and (m := _API_RETURN.search(msg)) is not None:
+        # NCCL's error trace ("init.cc:1358 -> 3", "group.cc:406 -> 3") reaching its API entry points: the call
+        # (the communicator's creation, a group's collectives) returned the error to the framework, which
+        # raises it (DistBackendError): the process goes down (nccl#1235, an out-of-memory during init)
+        fields.update({"engine": "nccl", "cause": f"nccl_result_{m.group(2)}", "nccl_call": m.group(1)})
+        return "child_crashed", "critical", fields
     if level == "WARN":
         return "nccl_log", "warning", fields
     if level == "ERROR":

@@ -202,7 +202,9 @@ def _failure(msg: str) -> Match | None:
             return "init_failed", "critical", {"engine": "vllm"}
         if msg.startswith(("EngineCore encountered a fatal error", "EngineCore hit an exception")):
             return "scheduler_exception", "error", {"engine": "vllm"}
-        if msg.startswith("WorkerProc hit an exception"):
+        # V1's worker process, and V0's worker wrapper ("Error executing method execute_model. This might cause
+        # deadlock in distributed execution.", HabanaAI/vllm-fork#419): the worker's step raised, and it re-raises
+        if msg.startswith(("WorkerProc hit an exception", "Error executing method")):
             return "scheduler_exception", "error", {"engine": "vllm"}
         if msg.startswith(_ITERATION_TIMEOUT):
             return "engine_timeout", "critical", {"engine": "vllm", "call": "engine_iteration"}

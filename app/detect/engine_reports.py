@@ -22,7 +22,8 @@ REPEATED = frozenset({"shm_broadcast_wait", "rendezvous_lost"})
 
 
 def shm_repeat(st: LaunchState, sig: Signal, sigs: list[tuple[str | None, Signal]]) -> bool:
-    """A vLLM broadcast wait that repeats an earlier one (the same stuck worker a minute on), or a keep-alive
+    """A vLLM broadcast wait that repeats an earlier one (the same stuck worker a minute on, or another engine's
+    wait read with it: ``_another_wait``), or a keep-alive
     failure that repeats one (the same agent), with no rank moving since. Keep-alive lines pasted without
     their time all carry one time: an earlier line is a repeat however close."""
     if sig.kind == EventKind.RENDEZVOUS_LOST:
@@ -35,15 +36,27 @@ def shm_repeat(st: LaunchState, sig: Signal, sigs: list[tuple[str | None, Signal
         )
     else:
         earlier = any(
-            s.kind == EventKind.SHM_BROADCAST_WAIT
-            and 0 < sig.ts - s.ts <= SHM_REPEAT_S
-            and s.fields.get("pid") == sig.fields.get("pid")
+            s is not sig
+            and s.kind == EventKind.SHM_BROADCAST_WAIT
+            and 0 <= sig.ts - s.ts <= SHM_REPEAT_S
+            and _another_wait(s, sig)
             for _, s in sigs
         )
     # any rank, live or since gone: progress after the wait means it passed (a launch that later ended does
     # not make its compile's waits a hang after the fact)
     moved = any(r.last_progress_at > sig.ts for r in st.ranks.values()) or (st.last_decode_at or 0.0) > sig.ts
     return earlier and not moved and not (sig.kind == EventKind.SHM_BROADCAST_WAIT and compiling(st, sig.ts))
+
+
+def _another_wait(s: Signal, sig: Signal) -> bool:
+    """Two broadcast waits read together: the same process a minute on, or two processes (DP engines, a
+    writer and its readers) each waiting at once. Every engine of a DP launch steps in lock-step, so four
+    engines each printing one 60 s wait are one launch-wide wait seen four times, as much as one engine
+    printing two; two lines of no known process at one instant may be one wait pasted twice."""
+    pid, other = sig.fields.get("pid"), s.fields.get("pid")
+    if pid is not None and other is not None and pid != other:
+        return True
+    return pid == other and sig.ts > s.ts
 
 
 # vLLM's own text for the wait says it "typically happens when some processes are hanging or doing some

@@ -17,7 +17,8 @@ from app.rankstate import (
     phase_before_crash,
     rank_for_global,
 )
-from app.rankstate.infer import global_label, phase_from_traceback
+from app.rankstate.infer import global_label, phase_from_traceback, unseen_start
+from app.rankstate.reached import reached_at
 
 CRASH_SIGNALS = frozenset(
     {
@@ -31,13 +32,31 @@ CRASH_SIGNALS = frozenset(
 )
 
 
-def _crash_signal(r: RankState) -> Signal | None:
+# the engine's own timeout reports (PyTorch's watchdog, gloo's and c10d's timeouts, HCCL's): a C++ abort right
+# after one is that watchdog "taking the entire process down", the timeout's consequence, not a crash of its own
+TIMEOUT_REPORTS = frozenset({"nccl_timeout", "collective_timeout", "nccl_heartbeat", "watchdog_timeout"})
+ABORT_AFTER_S = 5.0
+
+
+def _crash_signal(r: RankState, st: LaunchState | None = None) -> Signal | None:
     for s in r.signals:
         if s.kind in CRASH_SIGNALS and not (
             s.kind in ("process_exit", "child_crashed") and s.fields.get("exit_code") in CLEAN_EXIT_CODES
         ):
+            if st is not None and _aborted_by_timeout(st, r, s):
+                continue
             return s
     return None
+
+
+def _aborted_by_timeout(st: LaunchState, r: RankState, s: Signal) -> bool:
+    """C++'s std::terminate (``terminate called after throwing ...``) seconds after this rank's or the launch's
+    own timeout report: the watchdog's abort of a hung collective (its what() is the timeout)."""
+    if s.fields.get("cause") != "terminate":
+        return False
+    near = [x for x in r.signals if x.kind in TIMEOUT_REPORTS]
+    near += [x for lab, x in st.signals if x.kind in TIMEOUT_REPORTS and lab in (None, r.label)]
+    return any(-ABORT_AFTER_S <= s.ts - x.ts <= ABORT_AFTER_S for x in near)
 
 
 def crashed(st: LaunchState, now: float) -> Finding | None:
@@ -47,7 +66,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     for r in st.ranks.values():
         if r.phase != "crashed":
             continue
-        sig = _crash_signal(r)
+        sig = _crash_signal(r, st)
         if sig is not None:
             dead.append((sig.ts, r, sig))
     if not dead:
@@ -57,12 +76,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
         return None
     first_ts, first, sig = _first_to_go(dead)
     ev = [evidence(ts, r.label, s.kind.replace("_", " "), s.message[:400]) for ts, r, s in dead[:8]]
-    tb = [s for s in first.signals if s.kind == "traceback" and abs(s.ts - first_ts) <= 120]
-    tb += [
-        s
-        for lab, s in st.signals
-        if s.kind == "traceback" and lab in (None, first.label) and abs(s.ts - first_ts) <= 120
-    ]
+    tb = nearby_tracebacks(st, first_ts, first.label)
     ev += traceback_row(tb, first.label)
     if first.last_log:
         ev.append(evidence(first.last_log_at, first.label, "last log line", first.last_log))
@@ -71,6 +85,8 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
         ev.append(evidence(now, None, "peers still alive", f"{len(live)}: they will hang waiting for it"))
     what = excerpt(sig.message, 160)
     phase = phase_before_crash(first)  # a rank that stalled and then died crashed where it stalled
+    if phase == "starting" and unseen_start(first):  # "starting" for want of a line: ask the log's state
+        phase = crash_phase(st, first_ts, tb) or phase
     others = f" ({len(dead) - 1} more rank(s) went down after it)" if len(dead) > 1 else ""
     # several ranks gone in the same listing and nothing yet says which went first (no exit code: they are not
     # the agent's children; the launcher's "failed (exitcode ...)" line may still be on its way): hold a moment
@@ -131,6 +147,42 @@ def _deaths(r: RankState) -> list[Signal]:
     return [s for s in r.signals if s.kind in CRASH_SIGNALS]
 
 
+def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool = False) -> str | None:
+    """Where a crash happened, from the log's own state, one reading for every engine: the frames of its
+    traceback (a serving loop, a start-up step) say it first; else the last phase the launch's lines reached
+    before it (a start-up step, the ready line, a request served, a decode batch, a training step); a start-up
+    failure report with nothing before it is ``starting``; nothing shown, no phase. An exception whose frames
+    and log say nothing may still say what it was doing (creating a communicator: dist_init)."""
+    for s in tb:
+        phase = phase_from_traceback(s.message)
+        if phase is not None:
+            return phase
+    return reached_at(st, ts) or _said_phase(tb) or ("starting" if failed_start else None)
+
+
+# what an exception says it was doing, where neither its frames nor the log place it: creating a communicator
+# (HCCL's HcclCommInitRootInfo, NCCL's ncclCommInitRank, which vLLM and SGLang do in their distributed init)
+_SAID_PHASES = (("dist_init", ("CommInitRootInfo", "ncclCommInitRank", "init_process_group")),)
+
+
+def _said_phase(tb: list[Signal]) -> str | None:
+    for s in tb:
+        said = str(s.fields.get("exc_message") or "")[:2000]
+        for phase, words in _SAID_PHASES:
+            if any(w in said for w in words):
+                return phase
+    return None
+
+
+def nearby_tracebacks(st: LaunchState, ts: float, rank: str | None = None) -> list[Signal]:
+    """Tracebacks within two minutes of ``ts``: the rank's own, then the launch's untagged ones."""
+    own = [] if rank is None or (r := st.ranks.get(rank)) is None else r.signals
+    near = [s for s in own if s.kind == "traceback" and abs(s.ts - ts) <= 120]
+    return near + [
+        s for lab, s in st.signals if s.kind == "traceback" and lab in (None, rank) and abs(s.ts - ts) <= 120
+    ]
+
+
 def traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
     """The first traceback near a crash, as one evidence row (its exception type and its last lines)."""
     if not tb:
@@ -142,12 +194,21 @@ def traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
 def _unattributed_crash(st: LaunchState) -> Finding | None:
     """A supervisor's report that a worker died, naming none we know (Ray's OOM kill, vLLM's 'Got fatal
     signal from worker processes', 'EngineCore failed to start' with no worker line): a crash, no culprit."""
-    sigs = [s for lab, s in st.signals if lab is None and s.kind in ("child_crashed", "init_failed")]
+    timeouts = [x.ts for _, x in st.signals if x.kind in TIMEOUT_REPORTS]
+    sigs = [
+        s
+        for lab, s in st.signals
+        if lab is None
+        and s.kind in ("child_crashed", "init_failed")
+        and not (
+            s.fields.get("cause") == "terminate" and any(abs(s.ts - t) <= ABORT_AFTER_S for t in timeouts)
+        )
+    ]
     if not sigs:
         return _startup_traceback(st)
     sig = sigs[0]
     ev = [evidence(s.ts, None, s.kind.replace("_", " "), s.message[:400]) for s in sigs[:8]]
-    tb = [s for lab, s in st.signals if s.kind == "traceback" and abs(s.ts - sig.ts) <= 120]
+    tb = nearby_tracebacks(st, sig.ts)
     ev += traceback_row(tb, None)
     return Finding(
         key=f"crash:{st.key}",
@@ -159,7 +220,7 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
         evidence=ev,
         confidence="confirmed",
         since=sig.ts,
-        phase="starting" if sig.kind == "init_failed" else None,
+        phase=crash_phase(st, sig.ts, tb, failed_start=any(s.kind == "init_failed" for s in sigs)),
     )
 
 

@@ -232,7 +232,10 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
     marks = [t for t in (st.last_decode_at, st.gen_tokens_rise_at, st.ready_at) if t is not None]
     marks = marks or serving_since[:1]
     last = max(marks) if marks else None
-    limit = serving_limit(st, last, cfg)
+    logs_only = st.gen_tokens_total is None and not any(
+        r.gpu_ts is not None or r.proc_seen_at is not None for r in live
+    )
+    limit = serving_limit(st, last, cfg, logs_only)
     if last is None or now - last <= limit:
         return None
     culprits, ev, reason = odd_one_out(live, now, cfg, with_milestones=False)

@@ -133,7 +133,7 @@ def engine_death(st: LaunchState, now: float) -> Finding | None:
             ev.append(evidence(r.exited_at, r.label, "rank went down with it", f"process {r.pid} exited"))
     if live:
         ev.append(evidence(now, None, "ranks still alive", f"{len(live)}: they serve nothing without it"))
-    phase = "serving" if st.ready_at is not None or st.last_decode_at is not None else None
+    phase = faults.crash_phase(st, first_ts, tb)
     if phase is None:
         phases = {r.phase for r in st.ranks.values() if r.phase in STARTUP_PHASES}
         phase = next(iter(sorted(phases)), None) or launch_phase(st)

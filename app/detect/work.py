@@ -63,12 +63,32 @@ def gpu_odd(live: list[RankState], now: float, cfg: DetectConfig) -> bool:
     return bool(odd) and not any(recent(by[o].cpu_busy_at, now, cfg.odd_cpu_recent_s) for o in odd)
 
 
-def serving_limit(st: LaunchState, last: float | None, cfg: DetectConfig) -> float:
+# decode-line gaps a log must show before its pace is trusted to judge a silence with logs alone
+MIN_DECODE_GAPS = 3
+
+
+def logs_only_serving_limit(st: LaunchState, cfg: DetectConfig) -> float:
+    """With logs alone nothing shows work between two batch lines, so a silence is judged by the pace the log
+    itself shows: ``stall_cadence_factor`` times the median gap between its decode lines, never under
+    ``stall_serving_s``; a log that has not shown its decode pace yet (prefills only, a decode line or two)
+    gets the logs-only start-up quiet. An engine reports decoding every N steps (SGLang 40), so a slow device
+    at a large batch reports every few minutes (sglang#29853: 230 s on an NPU at 128 requests)."""
+    gaps = sorted(st.decode_line_gaps)
+    if len(gaps) < MIN_DECODE_GAPS:
+        return max(cfg.stall_serving_s, cfg.logs_only_quiet_s)
+    return max(cfg.stall_serving_s, cfg.stall_cadence_factor * gaps[len(gaps) // 2])
+
+
+def serving_limit(st: LaunchState, last: float | None, cfg: DetectConfig, logs_only: bool = False) -> float:
     """How long a busy server may go without a batch: ``stall_serving_s``, or a few of its own recent gaps
     between batch lines (SGLang logs every 40 decode steps, ~1 s under load; vLLM every 10 s) once a report
     newer than the last batch says requests still wait. Without that fresh report (logs alone: the last
-    line's #running-req may be requests that finished since) the silence proves nothing sooner."""
+    line's #running-req may be requests that finished since) the silence proves nothing sooner. A report
+    after the last batch that still shows requests waiting (vLLM's stats line at zero throughput) is the
+    log saying the server stands still, logs alone or not."""
     fresh = last is not None and st.load_seen_at is not None and st.load_seen_at > last
+    if logs_only and not fresh:
+        return logs_only_serving_limit(st, cfg)  # silence, and nothing but the log's own pace to judge it
     if not fresh or len(st.decode_gaps) < 4:
         return cfg.stall_serving_s
     cadence = cfg.stall_cadence_factor * max(st.decode_gaps)

@@ -46,6 +46,18 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "process_input_queue",
             "weights_update",
             "update_weights",
+            # the front ends' request paths and the executors' step loops: a request was being served
+            # (vLLM V1's AsyncLLM output_handler / get_output, the OpenAI server's stream generators,
+            # TensorRT-LLM's PyExecutor loop; not a bare forward_step, which is Megatron's training step)
+            "output_handler",
+            "get_output",
+            "stream_generator",
+            "create_chat_completion",
+            "create_completion",
+            "executor_loop",
+            # SGLang 0.2's controller loop and its decode step (sglang#1087)
+            "loop_for_forward",
+            "forward_decode_batch",
         ),
     ),
     ("cuda_graph_capture", ("capture",)),
@@ -57,12 +69,20 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "initialize_kv_cache",
             "determine_available_memory",
             "profile_run",
+            # vLLM V1's KV cache sizing (check_enough_kv_cache_memory, get_kv_cache_config): start-up only
+            "kv_cache_utils",
         ),
     ),
     ("loading_weights", ("load_model", "load_weights", "model_loader")),
     (
         "dist_init",
-        ("init_torch_distributed", "init_distributed_environment", "initialize_model_parallel"),
+        (
+            "init_torch_distributed",
+            "init_distributed_environment",
+            "initialize_model_parallel",
+            "init_process_group",  # torch.distributed's own, and its rendezvous (the TCPStore connect)
+            "rendezvous",
+        ),
     ),
     ("warmup", ("warmup", "warm_up")),
 )

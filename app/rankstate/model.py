@@ -224,6 +224,10 @@ class LaunchState:
     # seconds between the last batch lines that came while requests ran: the engine's own cadence, which
     # says how long a silence is unusual for this server (not persisted: a new leader starts cautious)
     decode_gaps: list[float] = field(default_factory=list)
+    # the same for decode lines alone (a prefill line's pace is the arrivals', not the decoding's): the
+    # decode pace a log shows, which says how long a logs-only silence is unusual (app/detect/work.py)
+    decode_line_at: float | None = None
+    decode_line_gaps: list[float] = field(default_factory=list)
     running_req: int | None = None
     queue_req: int | None = None
     load_seen_at: float | None = None  # last time running/queued numbers were reported
@@ -257,6 +261,9 @@ class LaunchState:
     # which says how long a pause of this job may last; not persisted, like decode_gaps)
     job_line_at: float | None = None
     job_gaps: list[float] = field(default_factory=list)
+    # (ts, phase) each time the log's own lines showed the launch further on (app/rankstate/reached.py: where
+    # a crash that names no rank happened; not persisted, like the other log-reading state)
+    reached: list[tuple[float, str]] = field(default_factory=list)
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)

@@ -38,6 +38,7 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
+from app.rankstate.reached import note_reached
 from app.rankstate.serving import _int, produced, serving_event
 from app.rankstate.torchjob import job_line, place_from_stack
 from app.rankstate.unnamed import note_line
@@ -123,6 +124,7 @@ def apply_event(fleet: Fleet, launch: str, host: str, ev: wire.Event) -> None:
         return
     label = aliases.settle(st, host, ev, label)
     note_line(st, host, ev, label)  # the launch's latest line, and the process of one no rank took
+    note_reached(st, ev)  # how far the log got, whoever printed the line
     if label is None:
         if not job_line(st, ev):
             _launch_event(st, ev)

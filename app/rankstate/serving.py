@@ -80,6 +80,10 @@ def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
     ):
         # a gap while requests ran (an idle server's silence says nothing about its cadence)
         _remember(st.decode_gaps, ev.ts - st.last_decode_at, DECODE_GAPS)
+    if ev.kind == "decode_batch" and produced(ev):
+        if st.decode_line_at is not None and ev.ts > st.decode_line_at and (st.running_req or 0) > 0:
+            _remember(st.decode_line_gaps, ev.ts - st.decode_line_at, DECODE_GAPS)
+        st.decode_line_at = ev.ts
     if running is not None:
         st.running_req = running
         st.load_seen_at = ev.ts

@@ -169,10 +169,10 @@ REAL_LINES: list[tuple[str, str, str, str | None, str | None, dict[str, Any]]] =
         "https://github.com/vllm-project/vllm/issues/6775",
         "(RayWorkerWrapper pid=24271) ERROR 07-25 07:05:40 worker_base.py:382] Error executing method init_device. "
         "This might cause deadlock in distributed execution.",
-        "raw",
+        "scheduler_exception",  # the worker's init_device raised (corpus5: read as the worker's failure)
         None,
         "2025-07-25 07:05:40",
-        {"pid": 24271, "process": "RayWorkerWrapper"},
+        {"pid": 24271, "process": "RayWorkerWrapper", "engine": "vllm"},
     ),
 ]
 

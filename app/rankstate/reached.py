@@ -1,0 +1,86 @@
+"""How far the launch's log got: the last phase its own lines showed, whoever printed them.
+
+A crash that names no rank (an engine's death, a supervisor's report, a device error block) still happened
+somewhere in the launch's life, and the log says where: a start-up step's line, the server's ready line, a
+request served, a decode batch, a training step. One reading for every engine: each line that shows a phase
+moves the launch there, and a crash is placed at the last phase reached before it. Pure: state and record in.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agents import wire
+from app.rankstate.model import LaunchState
+
+REACHED_KEEP = 32  # phase changes kept: a launch's start-up and a few restarts
+# a line printed in the same instant as the crash may still show where it was (the pasted excerpt's order)
+SAME_INSTANT_S = 2.0
+
+# a milestone line -> the phase it shows the launch reached (a step's start: the step itself)
+_STEP_PHASE = {
+    "dist_init_begin": "dist_init",
+    "comm_setup": "dist_init",
+    "dist_init_end": "loading_weights",
+    "load_begin": "loading_weights",
+    "shard_progress": "loading_weights",
+    "load_end": "kv_alloc",
+    "kv_alloc": "kv_alloc",
+    "mem_pool_end": "cuda_graph_capture",
+    "capture_begin": "cuda_graph_capture",
+    "capture_progress": "cuda_graph_capture",
+    "capture_register": "cuda_graph_capture",
+    "capture_end": "warmup",
+    "warmup_begin": "warmup",
+    "warmup_progress": "warmup",
+    "warmup_end": "warmup",
+    "engine_init_end": "warmup",
+    "server_ready": "ready",
+    "decode_batch": "serving",
+    "prefill_batch": "serving",
+    "spec_metrics": "serving",
+}
+# a training script's step report: a loss with its step, epoch or iteration (HF Trainer's dict, Megatron's
+# "iteration N/M | ... lm loss: ...", DeepSpeed's "step=N, loss=...", a script's "step 120 loss 2.1")
+# or a step's forward / backward pass reported against its step counter (ColossalAI's "[3/1000] Forward GPU
+# memory usage ...")
+_LOSS = re.compile(r"\bloss\b['\"]?\s{0,3}[:=]?\s{0,3}[-+]?\d|\b(?:forward|backward)\b", re.IGNORECASE)
+_STEP = re.compile(r"\b(?:step|epoch|iteration|iter|global_step)\b|\[\d{1,9}/\d{1,9}\]", re.IGNORECASE)
+# requests an inference server answers (not its probes): the server was serving
+_REQUEST_METHODS = frozenset({"POST", "PUT"})
+
+
+def phase_shown(ev: wire.Event) -> str | None:
+    """The phase one line shows its launch reached, if it shows one."""
+    k = ev.kind
+    hit = _STEP_PHASE.get(k)
+    if hit is not None:
+        return hit
+    if k == "http_access":
+        return "serving" if ev.fields.get("method") in _REQUEST_METHODS else "ready"
+    if k == "progress" and str(ev.fields.get("desc", "")).startswith("Processed prompts"):
+        return "serving"  # vLLM's offline LLM.generate(): the engine is up and generating
+    # (a level-less line's severity is the parser's guess from its words: only an error's is telling)
+    if k in ("raw", "progress") and ev.severity not in ("error", "critical"):
+        text = ev.message[:400]
+        if _LOSS.search(text) and _STEP.search(text):
+            return "training"
+    return None
+
+
+def note_reached(st: LaunchState, ev: wire.Event) -> None:
+    phase = phase_shown(ev)
+    if phase is None or (st.reached and st.reached[-1][1] == phase):
+        return
+    st.reached.append((ev.ts, phase))
+    del st.reached[:-REACHED_KEEP]
+
+
+def reached_at(st: LaunchState, ts: float) -> str | None:
+    """The last phase the log showed at ``ts`` (lines of the same instant included), or None."""
+    last = None
+    for at, phase in st.reached:
+        if at > ts + SAME_INSTANT_S:
+            break
+        last = phase
+    return last
