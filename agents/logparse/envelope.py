@@ -46,6 +46,7 @@ _INNER = re.compile(
     r"\[(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|debug|info|warning|warn|error|critical|fatal)\] "
     r"(?:\[\d{1,10}\] )?(?:\[([\w./-]{1,128}:\d{1,7}(?::\w{1,64})?)\] )?"
 )
+TERMINATE = "terminate called after throwing an instance of"
 
 
 def may_wrap(s: str) -> bool:
