@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.logparse import parse_lines
+from tests.support.paths import CORPUS
 from tests.support.replaylines import run_log
-
-CORPUS = Path(__file__).parent / "corpus"
 
 
 def lines_of(stem: str) -> list[str]:
