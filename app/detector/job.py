@@ -285,7 +285,9 @@ class DetectorService:
                 change.at,
             )
         elif change.change == "resolved":
-            incidents.resolve_incident(s, row, hooks=self.hooks, now=change.at, summary=rec.summary)
+            incidents.resolve_incident(
+                s, row, hooks=self.hooks, now=change.at, summary=rec.summary, ended_with=rec.ended_with
+            )
             self.incident_ids.pop(rec.key, None)
             self.evidence_at.pop(rec.key, None)
 
