@@ -288,14 +288,16 @@ def test_vllm_speaks_vllm() -> None:
         e.kind for e in events["vllm-TP0.log"] if e.kind not in ("shard_progress", "capture_progress", "raw")
     ]
     # the worker's start-up in order (PyNccl's "vLLM is using nccl==" opens it; the loader's "Loading weights
-    # took" ends the target's load; the second load_begin is "Loading drafter model..."; "Model loading took"
-    # ends both; Dynamo's transform time is a step of the compile warm-up)
+    # took" ends the target's load; the second load_begin is "Loading drafter model...", ended by the drafter's
+    # own "Loading weights took" as vLLM 0.32 prints it; "Model loading took" ends both; Dynamo's transform time
+    # is a step of the compile warm-up)
     assert tp0 == [
         "comm_setup",
         "dist_init_end",
         "load_begin",
         "load_end",
         "load_begin",
+        "load_end",
         "load_end",
         "kv_alloc",
         "warmup_progress",
@@ -384,18 +386,3 @@ def test_any_fault_a_scenario_author_writes_plays_consistently(
     # after the fault nobody decodes any more (a crash or XID takes the launch down; a hang stops it)
     late = [ln for h in sc.hosts for ln in cluster.log_lines(h, fault_t + 30, T0 + sc.duration_s)]
     assert not [ln for ln in late if "Decode batch" in ln.text or "SpecDecoding metrics" in ln.text]
-
-
-def test_rank_stuck_loading_incident_shows_the_suspects_d_state() -> None:
-    """The README's promise: the rank stuck in its weight read shows its D state in the incident, beside its
-    stack in the read and its last line "Load weight begin", while its peers sleep in the collective."""
-    from app.offline.evaluate import run_scenario
-
-    (match,) = run_scenario("rank-stuck-loading").matches
-    inc = match.detected
-    assert inc is not None and inc.culprit == "TP6"
-    state = [e for e in inc.evidence if e["what"] == "process state"]
-    assert [e["rank"] for e in state] == ["TP6"]
-    assert state[0]["value"].startswith("D (uninterruptible sleep") and "7 peers S" in state[0]["value"]
-    tp6 = {e["what"]: e["value"] for e in inc.evidence if e["rank"] == "TP6"}
-    assert tp6["last log line"].startswith("Load weight begin") and "weight_utils" in tp6["stack of TP6"]

@@ -169,7 +169,7 @@ class DetectorService:
             data.setdefault("first_seen", row.phase_since)
             r = RankState.from_json(data)
             phases = by_rank.get(row.id, [])
-            r.phases = [PhaseSpan(p.phase, p.started_at, p.ended_at) for p in phases]
+            r.phases = [PhaseSpan(p.phase, p.started_at, p.ended_at, p.subject) for p in phases]
             st = self.fleet.launch(str(row.launch_id))
             st.ranks[r.label] = r
             self.fleet.index_rank(st.key, r)
