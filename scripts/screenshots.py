@@ -6,7 +6,8 @@
 
 Starts ``python -m app demo`` on a free port with a throw-away data dir, waits until the deadlock act has an
 open incident naming its culprit, then photographs the three pages and stops the demo. ``--after-abort`` also
-waits for the engine's abort that ends the hang and photographs the overview then (``overview-abort.png``).
+waits for the engine's abort that ends the hang and photographs the overview, the launch and the incident then
+(``overview-abort.png``, ``launch-abort.png``, ``incident-abort.png``).
 ``--replicas`` instead runs a server and two simulated agents, two TP8 replicas of one deployment on two hosts,
 and photographs the overview and the deployment's page (``replicas-overview.png``, ``replicas-deployment.png``).
 """
@@ -171,7 +172,10 @@ def main() -> int:
         if args.after_abort:
             _wait_status(base, launch_id, "crashed", 600)
             time.sleep(10)
-            _shoot(base, [("overview-abort", "/"), ("launch-abort", f"/launches/{launch_id}")], args.out)
+            abort = [("overview-abort", "/"), ("launch-abort", f"/launches/{launch_id}")]
+            # the hang ended with the launch: its page says so, not "resolved"
+            abort.append(("incident-abort", f"/incidents/{incident_id}"))
+            _shoot(base, abort, args.out)
     finally:
         _stop(demo)
     return 0

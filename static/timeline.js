@@ -66,6 +66,13 @@
       ctx.fillStyle = css("--ph-" + p.phase) || css("--ph-starting");
       ctx.globalAlpha = 0.55;
       ctx.fillRect(x0, top, x1 - x0, h);
+      if (p.subject === "draft" && x1 - x0 > 24) {
+        // the draft model's own load / capture: named on the band, not a second "loading weights"
+        ctx.globalAlpha = 1;
+        ctx.fillStyle = css("--fg") || "#000";
+        ctx.font = `${Math.round(9 * (devicePixelRatio || 1))}px sans-serif`;
+        ctx.fillText("draft", x0 + 2, top + h - 2, x1 - x0 - 4);
+      }
     }
     ctx.globalAlpha = 1;
   }
@@ -138,9 +145,20 @@
 
   function progressText(p) {
     const out = [];
-    if (p && p.shards && p.shards.total) out.push(`shards ${p.shards.done}/${p.shards.total}`);
+    if (p && p.shards && p.shards.total) out.push(shardText(p.shards));
     if (p && p.capture && p.capture.total) out.push(`capture ${p.capture.done}/${p.capture.total}`);
     return out.join(" · ");
+  }
+
+  // the engines print the shard bar on rank 0 only: the launch's count says whose bar it is and how many
+  // ranks logged their weights loaded, so "64/64" on TP0 does not hide a TP6 still in its read
+  function shardText(sh) {
+    let text = `shards ${sh.done}/${sh.total}` + (sh.rank && sh.ranks ? ` on ${sh.rank}` : "");
+    if (sh.ranks) {
+      text += ` · weights loaded on ${sh.loaded}/${sh.ranks} ranks`;
+      if (sh.loading && sh.loading.length && sh.loaded) text += ` (${sh.loading.join(", ")} still loading)`;
+    }
+    return text;
   }
 
   function xRange() {
@@ -190,7 +208,7 @@
   function updateRow(entry, rank) {
     entry.rank = rank;
     const phase = entry.head.querySelector(".phase");
-    phase.textContent = rank.phase.replace(/_/g, " ");
+    phase.textContent = rank.phase_label || rank.phase.replace(/_/g, " ");
     phase.style.background = css("--ph-" + rank.phase);
     entry.row.classList.toggle("is-culprit", !!rank.culprit);
     entry.row.classList.toggle("selected", state.rank === rank.label);
@@ -250,8 +268,8 @@
     const prog = $("launch-progress");
     if (prog) {
       const counts = {};
-      data.ranks.forEach((r) => { counts[r.phase] = (counts[r.phase] || 0) + 1; });
-      const phases = Object.entries(counts).map(([p, n]) => `${n} ${p.replace(/_/g, " ")}`).join(", ");
+      data.ranks.forEach((r) => { const p = r.phase_label || r.phase.replace(/_/g, " "); counts[p] = (counts[p] || 0) + 1; });
+      const phases = Object.entries(counts).map(([p, n]) => `${n} ${p}`).join(", ");
       const parts = [data.ranks.length + " ranks" + (phases ? ": " + phases : "")];
       const lp = progressText(data.progress);
       if (lp) parts.push(lp);

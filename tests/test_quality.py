@@ -19,6 +19,7 @@ PURE = (
     "app.acceptance.diagnosis",
     "app.acceptance.breakdown",
     "app.acceptance.methods",
+    "app.acceptance.evidence",
 )
 IO_LIBRARIES = {
     "sqlalchemy", "alembic", "psycopg", "httpx", "fastapi", "starlette", "uvicorn", "sse_starlette", "jinja2",

@@ -76,7 +76,8 @@ class ModelSpec(BaseModel):
     draft_weights_gb: float = Field(1.9, ge=0)
     spec_steps: int = Field(3, ge=1, le=16, description="draft tokens proposed per verify step")
     draft_dropped_keys: list[str] = Field(
-        default_factory=list, description="draft keys the loader could not match (logged as a warning)"
+        default_factory=list,
+        description="draft keys the loader could not match: dropped silently, as SGLang does (no log line)",
     )
 
     @property

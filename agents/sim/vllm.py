@@ -87,9 +87,17 @@ class VllmRankStartup(RankStartup):
         )
         if self.rank.index == 0:
             self._bar(a, b, m.shards, lambda done, el: F.shard_bar(done, m.shards, el), "shard")
-        self.line(b - 0.05, f"Loading weights took {b - a - 0.4:.2f} seconds", src="default_loader.py:267")
+        # vLLM loads the drafter inside the same load_model, right after the target (vLLM 0.32's own lines:
+        # tests/fixtures/vllm032/eagle3-rejected-then-sigterm.log): the target's "Loading weights took", then
+        # "Loading drafter model...", then the drafter's own "Loading weights took"
+        draft_s = min(self.sc.spec.startup.draft_load_s, 0.2 * (b - a)) if m.speculative else 0.0
+        end = b - 0.05 - draft_s
+        self.line(end, f"Loading weights took {end - a - 0.4:.2f} seconds", src="default_loader.py:267")
         if m.speculative:
-            self.line(b - 0.04, "Loading drafter model...", src="eagle.py:877")
+            self.line(end + 0.01, "Loading drafter model...", src="eagle.py:877")
+            self.line(
+                b - 0.05, f"Loading weights took {draft_s - 0.01:.2f} seconds", src="default_loader.py:267"
+            )
         total = m.weights_gb + (m.draft_weights_gb if m.speculative else 0.0)
         self.line(
             b, f"Model loading took {total:.4f} GiB and {b - a:.6f} seconds", src="gpu_model_runner.py:2392"

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from agents.preflight.cmdline import SpecConfig
 from agents.preflight.findings import Finding as PreflightFinding
 from agents.preflight.findings import Severity
-from app.acceptance import methods
+from app.acceptance import evidence, methods
 from app.rankstate import LaunchState
 from app.rankstate.accept_history import LOW_ACCEPT_LEN
 
@@ -122,6 +122,8 @@ class Diagnosis:
     explanation: str
     summary: Summary
     causes: list[Cause]
+    # what the verdict rests on, strongest first: the engine's own reports, then check-draft's reading
+    evidence: list[Evidence] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -269,7 +271,7 @@ def _causes(ev: LaunchSpecEvidence, broken: bool) -> list[Cause]:
                 fix=f"run `specwatch check-draft {path}{target} --engine-version <release>` on the host",
             )
         )
-    if broken and not (pf and bad) and not ev.weights_warnings:
+    if broken and pf is not None and not bad and not ev.weights_warnings:
         causes.append(
             Cause(
                 code="hidden_state_wiring",
@@ -294,6 +296,12 @@ def _causes(ev: LaunchSpecEvidence, broken: bool) -> list[Cause]:
 
 
 def diagnose(ev: LaunchSpecEvidence) -> Diagnosis:
+    diag = _verdict(ev)
+    diag.evidence = evidence.ranked(ev, diag.summary, RECENT, WEIGHT_CODES)
+    return diag
+
+
+def _verdict(ev: LaunchSpecEvidence) -> Diagnosis:
     s = summarize(ev.points, ev.spec)
     pf_errors = [f for f in ev.preflight.findings if f.severity == "error"] if ev.preflight else []
     if not ev.points or s.recent_len is None:

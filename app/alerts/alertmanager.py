@@ -87,7 +87,8 @@ def render(msg: Message) -> dict[str, Any]:
     alerts: list[dict[str, Any]] = []
     for snap in snaps:
         labels = labels_of(snap)
-        resolved = snap.get("status") == "resolved"
+        # an incident that ended with its launch is no longer firing: the overview keeps it as the cause
+        resolved = snap.get("status") in ("resolved", "ended")
         alerts.append(
             {
                 "status": "resolved" if resolved else "firing",

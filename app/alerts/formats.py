@@ -97,6 +97,8 @@ def headline(event: str, incidents: list[dict[str, Any]]) -> str:
         "resolved": "Resolved: ",
         "reminder": "Still open: ",
     }.get(event, "")
+    if event == "resolved" and all(s.get("status") == "ended" for s in incidents):
+        prefix = "Ended with the launch: "
     if len(incidents) > 1:
         kinds = ", ".join(sorted({kind_title(s["kind"]) for s in incidents}))
         return f"{prefix}{len(incidents)} incidents on {where(first)} ({kinds})"

@@ -137,7 +137,7 @@ def incident_dict(inc: models.Incident) -> dict[str, Any]:
 @read_router.get("/incidents")
 def list_incidents(
     sessions: SessionsDep,
-    status: Literal["open", "resolved"] | None = None,
+    status: Literal["open", "resolved", "ended"] | None = None,
     launch_id: int | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> list[dict[str, Any]]:

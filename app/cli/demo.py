@@ -161,7 +161,8 @@ specwatch demo — open {base}/
           minute later PyTorch's NCCL watchdog aborts the launch: the overview shows it "crashed after a
           deadlock, suspect TP3" until acknowledged.
     1:20  llama-405b-eagle3 on gpu-node-05/06 serves, but accept length is 1.00: the draft's weights
-          were dropped at load, and a low_acceptance incident says so.
+          were dropped at load without a word from SGLang: the engine's accept len reports show it, a
+          low_acceptance incident says so, and the panel names check-draft as the next step.
   Click any point on a rank's row to read that rank's log at that moment.
   Agent logs: data dir/logs/. Ctrl-C (or SIGTERM) stops everything.
 """

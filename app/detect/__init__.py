@@ -237,7 +237,9 @@ class Detector:
                 or (now - t.last_seen >= self.cfg.resolve_after_s and not _rebuilding(fleet, key, t, now))
             ):
                 summary = gone or (moved.sentence() if moved else None) or _resolved_summary(t)
-                decisions.append(Decision("resolve", key, now, t.finding, summary=summary))
+                # a hang whose launch went down under it did not heal: it ended with the launch
+                ended = _ended_with(fleet, t) if gone and t.kind in HANG_KINDS else None
+                decisions.append(Decision("resolve", key, now, t.finding, summary=summary, ended_with=ended))
                 self._unmark(fleet, t.finding, now)
                 del self.tracked[key]
         return decisions
@@ -267,13 +269,16 @@ class Detector:
             f.confidence = "confirmed"
             out.append(Decision("upgrade", hang.finding.key, now, f))
         who = f"; the suspect remains {hang.culprit}" if hang.culprit else ""
+        # the engine's abort ends the hang with the launch: it did not heal, and stays the launch's cause
         out.append(
             Decision(
                 "resolve",
                 f.key,
                 now,
                 f,
-                summary=f"{after} (a consequence of the hang, not a new fault{who}): {crash.summary[:200]}",
+                summary=f"Ended with the launch (crashed). {after} (a consequence of the hang, not a new "
+                f"fault{who}): {crash.summary[:200]}",
+                ended_with="crashed",
             )
         )
         del self.tracked[f.key]
@@ -317,6 +322,11 @@ class Detector:
             if r is not None and r.phase != "stalled" and r.last_progress_at < now:
                 mark_stalled(r, now)
                 st.dirty.add(label)
+
+
+def _ended_with(fleet: Fleet, t: _Tracked) -> str | None:
+    st = fleet.launches.get(t.finding.launch or "")
+    return endings.ending(st) if st is not None and st.ranks else None
 
 
 def _exited_while_hung(fleet: Fleet, t: _Tracked) -> str | None:

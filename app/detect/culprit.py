@@ -161,6 +161,36 @@ def _odd_proc_state(ranks: list[RankState]) -> tuple[list[str], str]:
     return [], ""
 
 
+STATE_WORDS = {
+    "D": "uninterruptible sleep: waiting on I/O or the driver, e.g. a weight read that never returns",
+    "T": "stopped: it runs nothing until continued",
+    "Z": "zombie: it exited and nobody reaped it",
+    "R": "running",
+    "S": "sleeping",
+}
+
+
+def state_evidence(ranks: list[RankState], suspects: list[str]) -> list[Evidence]:
+    """The suspects' process state as the agent sampled it, beside their peers': a rank in D (stuck in a read
+    from slow storage, or in the driver) is told apart from one that merely waits like the rest."""
+    peers = Counter(r.proc_state for r in ranks if r.label not in suspects and r.proc_state)
+    common = ", ".join(f"{n} peer{'s' if n > 1 else ''} {s}" for s, n in peers.most_common(2))
+    rows = []
+    for r in ranks:
+        usual = bool(peers) and r.proc_state == peers.most_common(1)[0][0]
+        if r.label in suspects[:4] and r.proc_state and (r.proc_state in "DTZ" or not usual):
+            word = STATE_WORDS.get(r.proc_state, r.proc_state)
+            rows.append(
+                evidence(
+                    r.proc_seen_at,
+                    r.label,
+                    "process state",
+                    f"{r.proc_state} ({word})" + (f"; {common}" if common else ""),
+                )
+            )
+    return rows
+
+
 def _busy_among_waiters(ranks: list[RankState], now: float, cfg: DetectConfig) -> tuple[list[str], str]:
     busy = [r for r in ranks if cpu_busy(r, now, cfg)]
     if busy and len(busy) * 2 < len(ranks):

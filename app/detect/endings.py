@@ -71,7 +71,9 @@ def ended_summary(st: LaunchState | None, kind: str, culprit: str | None) -> str
     if kind not in HANG_KINDS or st is None or not st.ranks or live_labels(st):
         return None
     who = f"; the suspect was {culprit}" if culprit else ""
-    return f"The launch exited while hung (no rank made progress again{who})."
+    return (
+        f"Ended with the launch ({ending(st)}): it went down while hung (no rank made progress again{who})."
+    )
 
 
 def ending(st: LaunchState) -> str:

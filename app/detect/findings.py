@@ -81,3 +81,5 @@ class Decision:
     at: float
     finding: Finding | None = None  # None for resolve
     summary: str | None = None  # for resolve: why it ended
+    # for resolve: the launch went down under it ("crashed", "ended"): it did not heal, it ended with the launch
+    ended_with: str | None = None

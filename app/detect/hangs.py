@@ -19,6 +19,7 @@ from app.detect.culprit import (
     idle,
     odd_one_out,
     signature,
+    state_evidence,
 )
 from app.detect.findings import Evidence, Finding, evidence
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
@@ -184,6 +185,7 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
         c = next(r for r in live if r.label == culprits[0])
         if c.last_log:
             body.append(evidence(c.last_log_at, c.label, "last log line", c.last_log))
+        body += state_evidence(live, culprits)
     if all(idle(r, cfg) for r in live):
         body.append(
             evidence(
@@ -259,7 +261,7 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
                 st.gen_tokens_rise_at, None, "generation_tokens_total frozen at", int(st.gen_tokens_total)
             )
         )
-    body += ev + _stack_evidence(st, last, live)
+    body += ev + state_evidence(live, culprits) + _stack_evidence(st, last, live)
     who = f"; {culprits[0]} is the suspect: {reason}" if len(culprits) == 1 else ""
     return Finding(
         key=f"hang:{st.key}",

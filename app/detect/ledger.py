@@ -35,6 +35,8 @@ class IncidentRecord:
     upgraded_at: float | None = None
     resolved_at: float | None = None
     phase: str | None = None  # where the launch was when it opened (the hang's phase, the crash's)
+    # how the launch ended under it ("crashed", "ended"), when it closed with its launch rather than healed
+    ended_with: str | None = None
 
     @classmethod
     def opened(cls, f: Finding, at: float) -> IncidentRecord:
@@ -63,6 +65,7 @@ class IncidentRecord:
             "culprit_at_open": self.culprit_at_open,
             "opened_at": self.opened_at,
             "resolved_at": self.resolved_at,
+            "ended_with": self.ended_with,
             "confidence": self.confidence,
             "confirmed_by": self.confirmed_by,
             "phase": self.phase,
@@ -100,7 +103,7 @@ class Ledger:
             self.history.append(new)
             return Change("opened", new, d.at)
         if d.action == "resolve":
-            return self.resolve(d.key, d.at, d.summary)
+            return self.resolve(d.key, d.at, d.summary, d.ended_with)
         rec = self.open.get(d.key)
         if rec is None or f is None:
             return None
@@ -118,11 +121,13 @@ class Ledger:
             return Change("upgraded", rec, d.at)
         return Change("updated", rec, d.at)
 
-    def resolve(self, key: str, at: float, summary: str | None = None) -> Change | None:
+    def resolve(
+        self, key: str, at: float, summary: str | None = None, ended_with: str | None = None
+    ) -> Change | None:
         rec = self.open.pop(key, None)
         if rec is None:
             return None
-        rec.resolved_at = at
+        rec.resolved_at, rec.ended_with = at, ended_with
         if summary:
             rec.summary = summary
         return Change("resolved", rec, at)

@@ -97,9 +97,17 @@ def upgrade_incident(
 
 
 def resolve_incident(
-    session: Session, incident: Incident, *, hooks: Hooks, now: float, summary: str | None = None
+    session: Session,
+    incident: Incident,
+    *,
+    hooks: Hooks,
+    now: float,
+    summary: str | None = None,
+    ended_with: str | None = None,
 ) -> IncidentChange:
-    incident.status = "resolved"
+    """Close an incident: ``resolved`` when its problem went away, ``ended`` when its launch went down under
+    it (``ended_with``: how the launch ended): a hang that ended in the engine's abort did not heal."""
+    incident.status = "ended" if ended_with else "resolved"
     incident.resolved_at = now
     incident.updated_at = now
     if summary:

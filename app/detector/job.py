@@ -169,7 +169,7 @@ class DetectorService:
             data.setdefault("first_seen", row.phase_since)
             r = RankState.from_json(data)
             phases = by_rank.get(row.id, [])
-            r.phases = [PhaseSpan(p.phase, p.started_at, p.ended_at) for p in phases]
+            r.phases = [PhaseSpan(p.phase, p.started_at, p.ended_at, p.subject) for p in phases]
             st = self.fleet.launch(str(row.launch_id))
             st.ranks[r.label] = r
             self.fleet.index_rank(st.key, r)
@@ -290,7 +290,9 @@ class DetectorService:
                 change.at,
             )
         elif change.change == "resolved":
-            incidents.resolve_incident(s, row, hooks=self.hooks, now=change.at, summary=rec.summary)
+            incidents.resolve_incident(
+                s, row, hooks=self.hooks, now=change.at, summary=rec.summary, ended_with=rec.ended_with
+            )
             self.incident_ids.pop(rec.key, None)
             self.evidence_at.pop(rec.key, None)
 

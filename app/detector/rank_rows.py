@@ -123,7 +123,7 @@ def _persist_phases(s: Session, row: RankRow, r: RankState) -> None:
         s.execute(
             update(models.RankPhase)
             .where(models.RankPhase.id == row.phase_ids[-1])
-            .values(ended_at=last.ended_at, phase=last.phase)
+            .values(ended_at=last.ended_at, phase=last.phase, subject=last.subject)
         )
     new = r.phases[n:]
     if new:
@@ -131,7 +131,13 @@ def _persist_phases(s: Session, row: RankRow, r: RankState) -> None:
             s.execute(
                 insert(models.RankPhase).returning(models.RankPhase.id),
                 [
-                    {"rank_id": row.id, "phase": p.phase, "started_at": p.started_at, "ended_at": p.ended_at}
+                    {
+                        "rank_id": row.id,
+                        "phase": p.phase,
+                        "started_at": p.started_at,
+                        "ended_at": p.ended_at,
+                        "subject": p.subject,
+                    }
                     for p in new
                 ],
             )

@@ -58,6 +58,15 @@ def run_scenario(
     name: str, cfg: DetectConfig | None = None, seed: int = 0, tick_s: float = 1.0, scrape_s: float = 5.0
 ) -> ScenarioResult:
     """``tick_s``: the detector's period, as the server's ``detect_interval_s`` (its default)."""
+    from agents.sim import load_scenario
+
+    return judge(load_scenario(name), play_scenario(name, cfg, seed, tick_s, scrape_s).incidents)
+
+
+def play_scenario(
+    name: str, cfg: DetectConfig | None = None, seed: int = 0, tick_s: float = 1.0, scrape_s: float = 5.0
+) -> OfflineRun:
+    """The scenario played to its end: the fleet's rank state and every incident, as the server would hold them."""
     from agents.logparse import LogParser
     from agents.sim import SimCluster, load_scenario
 
@@ -89,7 +98,7 @@ def run_scenario(
                 run.metrics(host, metric_samples(text, t))
         run.advance(t)
         prev, t = t, t + 1.0
-    return judge(sc, run.incidents)
+    return run
 
 
 def judge(sc: Any, incidents: list[IncidentRecord]) -> ScenarioResult:

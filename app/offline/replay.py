@@ -18,6 +18,7 @@ from app.cli.main import CommandError
 from app.detect import HANG_KINDS, DetectConfig
 from app.offline.driver import OfflineRun
 from app.rankstate import LaunchState
+from app.rankstate.phaselabels import phase_label
 from app.rankstate.unnamed import stand_ins
 
 # a gap longer than this is skipped in one step rather than ticked through (a log left for a day)
@@ -128,7 +129,14 @@ def report(run: OfflineRun, events: list[tuple[str, wire.Event]]) -> dict[str, A
         ranks[label] = {
             "phase": r.phase,
             "phases": [
-                {"phase": p.phase, "started_at": p.started_at, "ended_at": p.ended_at} for p in r.phases
+                {
+                    "phase": p.phase,
+                    "subject": p.subject,
+                    "label": phase_label(p.phase, p.subject),
+                    "started_at": p.started_at,
+                    "ended_at": p.ended_at,
+                }
+                for p in r.phases
             ],
             "last_progress_at": r.last_progress_at,
             "last_progress": r.last_progress_what,
@@ -232,7 +240,7 @@ def print_human(rep: dict[str, Any]) -> None:
     if rep["ranks"] or not rep["processes"]:
         print("\nRANKS")
     for label, r in rep["ranks"].items():
-        path = " → ".join(p["phase"] for p in r["phases"])
+        path = " → ".join(p["label"] if p["subject"] else p["phase"] for p in r["phases"])
         print(
             f"  {label:<10} {r['phase']:<20} last progress {_t(r['last_progress_at'])} ({str(r['last_progress'])[:60]})"
         )

@@ -76,6 +76,8 @@ class PhaseSpan:
     phase: str
     started_at: float
     ended_at: float | None = None
+    # whose step it is when not the target's: "draft" for the draft model's own load, KV pool and graph capture
+    subject: str | None = None
 
 
 @dataclass(slots=True)
@@ -102,6 +104,7 @@ class RankState:
     capture_total: int | None = None
     loads_done: int = 0
     captures_done: int = 0
+    draft_step: bool = False  # its current start-up step is the draft model's (load, KV pool, capture)
     # process
     proc_state: str | None = None
     proc_seen_at: float | None = None
@@ -325,8 +328,8 @@ class Fleet:
 # Phase bookkeeping
 
 
-def set_phase(r: RankState, phase: str, ts: float) -> None:
-    if r.phase == phase:
+def set_phase(r: RankState, phase: str, ts: float, subject: str | None = None) -> None:
+    if r.phase == phase and (not r.phases or r.phases[-1].subject == subject):
         return
     if r.phases:
         # a rank's time never runs backwards: a line stamped before the band it ends (an undated line given
@@ -334,7 +337,7 @@ def set_phase(r: RankState, phase: str, ts: float) -> None:
         ts = max(ts, r.phases[-1].started_at)
     if r.phases and r.phases[-1].ended_at is None:
         r.phases[-1].ended_at = ts
-    r.phases.append(PhaseSpan(phase, ts))
+    r.phases.append(PhaseSpan(phase, ts, subject=subject))
     r.phase = phase
     r.phase_since = ts
 

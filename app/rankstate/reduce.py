@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from agents import ranklabel, wire
 from app.rankstate import aliases
@@ -37,6 +38,7 @@ from app.rankstate.model import (
     progress,
     set_phase,
 )
+from app.rankstate.phaselabels import DRAFT_PHASE_LABELS
 from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
 from app.rankstate.reached import note_reached
 from app.rankstate.serving import _int, produced, serving_event
@@ -213,6 +215,23 @@ def _engine_step(st: LaunchState, ev: wire.Event) -> None:
         st.dirty.add(r.label)
 
 
+def _subject(r: RankState, kind: str, f: dict[str, Any], phase: str) -> str | None:
+    """Whose start-up step a milestone begins: the draft model's or the target's. Every engine loads the target
+    first, so a rank's second weight load is the draft's (SGLang's "Load weight begin" does not say; vLLM's
+    "Loading drafter model..." does). SGLang's draft load ends with the draft's class and goes on to the draft's
+    KV pool and graphs ("Capture draft cuda graph begin"); vLLM's drafter load ends at its "Loading weights
+    took", and the KV cache and graphs after it are the whole model's."""
+    if kind == "load_begin":
+        r.draft_step = bool(f.get("draft")) or r.loads_done >= 1
+    elif kind == "load_end":
+        r.draft_step = r.draft_step and f.get("draft") is True
+    elif kind == "capture_begin":
+        r.draft_step = f.get("target") in ("draft", "draft_extend")
+    elif phase not in DRAFT_PHASE_LABELS:
+        r.draft_step = False
+    return "draft" if r.draft_step and phase in DRAFT_PHASE_LABELS else None
+
+
 def _learn_method(st: LaunchState, ev: wire.Event) -> None:
     method = ev.fields.get("speculative_algorithm")
     if isinstance(method, str) and method and method.lower() not in ("none", "null"):
@@ -238,7 +257,7 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
     if phase and r.phase not in TERMINAL_PHASES:
         if r.phase == "stalled":
             r.stalled_from = None
-        set_phase(r, phase, ev.ts)
+        set_phase(r, phase, ev.ts, _subject(r, k, f, phase))
     if k == "load_begin":
         r.shards_done = r.shards_total = None
     elif k == "load_end":

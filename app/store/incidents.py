@@ -26,7 +26,9 @@ class Incident(Base):
     launch_id: Mapped[int | None] = mapped_column(ForeignKey("launches.id"), index=True)
     host_id: Mapped[int | None] = mapped_column(ForeignKey("hosts.id"))
     kind: Mapped[str] = mapped_column(String(32))
-    status: Mapped[str] = mapped_column(String(16), default="open")  # open | resolved
+    status: Mapped[str] = mapped_column(
+        String(16), default="open"
+    )  # open | resolved | ended (with its launch)
     confidence: Mapped[str] = mapped_column(String(16), default="suspected")  # suspected | confirmed
     severity: Mapped[str] = mapped_column(String(16), default="critical")
     culprit: Mapped[str | None] = mapped_column(String(64))

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from agents import ranklabel
 from agents.wire import EventKind
 from app.rankstate.model import PHASES
+from app.rankstate.phaselabels import phase_label
 from app.rankstate.reduce import PHASE_OF_EVENT
 from app.store import models
 
@@ -50,12 +51,19 @@ class RankView:
     state: dict[str, Any] = field(default_factory=dict)
     rank_id: int | None = None
 
+    def _label(self) -> str:
+        last = self.phases[-1] if self.phases else None
+        open_here = last is not None and last.get("end") is None and last.get("phase") == self.phase
+        return phase_label(self.phase, last.get("subject") if open_here and last else None)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "label": self.label,
             "host": self.host,
             "pid": self.pid,
             "phase": self.phase,
+            # the current phase in words: "loading draft weights" while the draft model loads
+            "phase_label": self._label(),
             "phase_since": self.phase_since,
             "last_progress_at": self.last_progress_at,
             "last_log": self.last_log,
@@ -187,7 +195,15 @@ def attach_phases(session: Session, launch_id: int, views: list[RankView], start
             .order_by(RP.rank_id, RP.started_at)
         ).scalars()
         for rp in rows:
-            by_id[rp.rank_id].phases.append({"phase": rp.phase, "start": rp.started_at, "end": rp.ended_at})
+            by_id[rp.rank_id].phases.append(
+                {
+                    "phase": rp.phase,
+                    "subject": rp.subject,
+                    "label": phase_label(rp.phase, rp.subject),
+                    "start": rp.started_at,
+                    "end": rp.ended_at,
+                }
+            )
     if any(v.phases for v in views):
         return
     _phases_from_milestones(session, launch_id, views)
@@ -232,7 +248,9 @@ def _order(phase: str) -> int:
 
 def attach_progress(session: Session, launch_id: int, views: list[RankView]) -> dict[str, Any]:
     """Start-up progress as "shards 32/64" and "capture 12/34": the newest progress bar each rank printed.
-    Returns the launch-wide bars: the shard bar is printed by rank 0 alone, often without a rank tag."""
+    Returns the launch-wide bars. The engines print the shard bar on rank 0 alone (often without a rank tag),
+    so the launch's shard count is that bar together with how many ranks logged their own weights loaded: TP0
+    at 64/64 says nothing of a TP6 still in its read. Where several ranks print bars the slowest one counts."""
     E = models.Event
     newest = (
         select(func.max(E.id))
@@ -248,9 +266,39 @@ def attach_progress(session: Session, launch_id: int, views: list[RankView]) -> 
             unlabelled[name] = item
         for v in views:
             if v.label == label:
-                v.progress[name] = item
+                v.progress[name] = {**item, "rank": label}
     launch = dict(unlabelled)
     for v in sorted(views, key=lambda v: ranklabel.sort_key(v.label)):  # rank 0's bars stand for the launch
         for name, item in v.progress.items():
-            launch.setdefault(name, item)
+            if name not in launch or _behind(item, launch[name]):
+                launch[name] = item
+    if "shards" in launch and views:
+        loaded = _weights_loaded(session, launch_id)
+        ranks = [v.label for v in views if v.phase not in ("crashed", "exited") or v.label in loaded]
+        launch["shards"] = {
+            **launch["shards"],
+            "ranks": len(ranks),
+            "loaded": sum(1 for lab in ranks if lab in loaded),
+            "loading": sorted((lab for lab in ranks if lab not in loaded), key=ranklabel.sort_key)[:8],
+        }
     return launch
+
+
+def _behind(item: dict[str, Any], than: dict[str, Any]) -> bool:
+    def share(x: dict[str, Any]) -> float:
+        done, total = x.get("done"), x.get("total")
+        return done / total if isinstance(done, int) and isinstance(total, int) and total else 1.0
+
+    return share(item) < share(than)
+
+
+def _weights_loaded(session: Session, launch_id: int) -> set[str]:
+    """Ranks that logged their own (target) weights loaded: SGLang's "Load weight end" of the target model,
+    vLLM's "Loading weights took" / "Model loading took"."""
+    E = models.Event
+    rows = session.execute(
+        select(E.rank_label, E.fields)
+        .where(E.launch_id == launch_id, E.kind == EventKind.LOAD_END, E.rank_label.is_not(None))
+        .limit(10_000)
+    ).all()
+    return {label for label, fields in rows if not (fields or {}).get("draft")}

@@ -84,6 +84,11 @@ def test_acceptance_api_explains_a_rejected_draft(
     assert acc["draft"]["model_type"] == "LlamaForCausalLMEagle3"
     assert len(acc["series"]) == 40 and acc["series"][0][1] == 1.0
     assert acc["causes"][0]["code"] == "draft_checkpoint" and acc["causes"][0]["likelihood"] == "likely"
+    # what the engine printed leads; check-draft's reading of the checkpoint explains it, after
+    sources = [e["source"] for e in acc["evidence"]]
+    assert sources[:2] == ["engine", "engine"] and "check-draft" in sources
+    assert sources == sorted(sources, key=lambda x: x != "engine"), acc["evidence"]
+    assert acc["evidence"][1]["value"] == "loaded as LlamaForCausalLMEagle3"
     codes = {f["code"] for f in acc["preflight"]["findings"]}
     assert "dropped_keys" in codes
     dropped = next(f for f in acc["preflight"]["findings"] if f["code"] == "dropped_keys")

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from agents.preflight import preflight_event, run_preflight
 from agents.preflight.cmdline import scan_launch
-from app.acceptance.diagnosis import AcceptPoint, LaunchSpecEvidence, diagnose, preflight_from_event
+from app.acceptance.diagnosis import (
+    AcceptPoint,
+    LaunchSpecEvidence,
+    Preflight,
+    diagnose,
+    preflight_from_event,
+)
 from tests.support.checkpoints import make_draft, make_target
 from tests.support.detect_scenarios import Cluster, accept_stream
 
@@ -54,8 +60,36 @@ def test_near_one_without_a_preflight_says_how_to_check() -> None:
     d = diagnose(LaunchSpecEvidence(points=stream([1.0] * 40), spec=SPEC))
     assert d.verdict == "draft_broken"
     codes = [c.code for c in d.causes]
-    assert codes == ["unchecked_draft", "hidden_state_wiring"]
+    # "the weights look right" is only said once check-draft has looked at them
+    assert codes == ["unchecked_draft"]
     assert "specwatch check-draft /m/d --target /m/t" in d.causes[0].fix
+    clean = Preflight(990.0, "/m/d", [])
+    d = diagnose(LaunchSpecEvidence(points=stream([1.0] * 40), spec=SPEC, preflight=clean))
+    assert [c.code for c in d.causes] == ["hidden_state_wiring"]
+
+
+def test_evidence_leads_with_what_the_engine_printed(tmp_path: Path) -> None:
+    """vLLM-style counters and a real engine's own warning lead; check-draft's findings follow, labelled."""
+    draft, findings = broken_preflight(tmp_path)
+    ev = preflight_event(draft, findings, ts=990.0)
+    pts = [AcceptPoint(1000.0 + i, 1.0, 0.0, 8, drafted=300, accepted=0) for i in range(40)]
+    warning = "Some weights of the draft were not used: layers.0.mlp.up_proj.weight"
+    d = diagnose(
+        LaunchSpecEvidence(
+            points=pts,
+            spec=SPEC,
+            weights_warnings=[(995.0, warning)],
+            preflight=preflight_from_event(ev.ts, dict(ev.fields), ev.message),
+        )
+    )
+    rows = [(e["source"], e["what"]) for e in d.evidence]
+    assert rows[:3] == [
+        ("engine", "the engine's acceptance counters"),
+        ("engine", "the engine's acceptance reports"),
+        ("engine", "the engine's warning about draft weights"),
+    ]
+    assert d.evidence[0]["value"] == "0 of 12,000 drafted tokens accepted (0.0%)"
+    assert rows[3] == ("check-draft", "error: dropped_keys") and {s for s, _ in rows[3:]} == {"check-draft"}
 
 
 def test_wrong_draft_class_is_a_cause() -> None:

@@ -147,6 +147,20 @@ def test_a_crash_after_an_open_hang_confirms_and_closes_it_keeping_its_culprit()
     assert "rank_crashed" in resolved[0].finding.confirmed_by
 
 
+def test_a_hang_that_ends_in_the_abort_ends_with_the_launch_not_healed() -> None:
+    """The engine's abort after a deadlock: the hang closes as "ended with the launch (crashed)", which the
+    store keeps as status ``ended`` (the launch's cause), never as a hang that resolved."""
+    c = Cluster()
+    c.stuck_loading("TP3")
+    c.run(60, idle_gpus)
+    for lab in c.labels:
+        c.proc(lab, state="exited", exit_code=-6)
+    c.run(60)
+    (end,) = [d for d in c.decisions if d.action == "resolve"]
+    assert end.ended_with == "crashed" and end.summary
+    assert end.summary.startswith("Ended with the launch (crashed)") and "TP3" in end.summary
+
+
 def test_a_job_stopped_on_purpose_is_not_a_crash_but_a_kill_during_it_is() -> None:
     line = "W1201 10:27:45.101000 29600 torch/distributed/elastic/agent/server/api.py:719] Received Signals.SIGTERM death signal, shutting down workers"
     (ev,) = LogParser().feed(line, 1.0)

@@ -200,11 +200,6 @@ def test_acceptance_scenarios() -> None:
 
     zero = accepts("zero-acceptance")
     assert len(zero) > 100 and all(a <= 1.02 for _, a in zero)
-    sc = load_scenario("zero-acceptance")
-    warn = [
-        ln.text for ln in SimCluster(sc, T0).log_lines("gpu-a01", T0, T0 + sc.ready_s) if "Warning" in ln.text
-    ]
-    assert len(warn) == 1 and "layers.0.self_attn.q_proj.weight" in warn[0]
     off = accepts("spec-off-by-design")
     big = [a for r, a in off if r > 64]
     small = [a for r, a in off if r <= 64]
@@ -288,14 +283,16 @@ def test_vllm_speaks_vllm() -> None:
         e.kind for e in events["vllm-TP0.log"] if e.kind not in ("shard_progress", "capture_progress", "raw")
     ]
     # the worker's start-up in order (PyNccl's "vLLM is using nccl==" opens it; the loader's "Loading weights
-    # took" ends the target's load; the second load_begin is "Loading drafter model..."; "Model loading took"
-    # ends both; Dynamo's transform time is a step of the compile warm-up)
+    # took" ends the target's load; the second load_begin is "Loading drafter model...", ended by the drafter's
+    # own "Loading weights took" as vLLM 0.32 prints it; "Model loading took" ends both; Dynamo's transform time
+    # is a step of the compile warm-up)
     assert tp0 == [
         "comm_setup",
         "dist_init_end",
         "load_begin",
         "load_end",
         "load_begin",
+        "load_end",
         "load_end",
         "kv_alloc",
         "warmup_progress",
