@@ -14,8 +14,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agents import wire
-
-# AcceptReport lives with the history that folds it (model imports it, never the other way round)
 from app.rankstate.accept_history import AcceptHistory, AcceptReport
 
 # Order in which a healthy rank passes through its life. ``stalled`` is set by the detector, never by a log line.

@@ -5,13 +5,12 @@ state, on vLLM 0.32's own log and on the simulator's SGLang and vLLM launches.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from app.offline.evaluate import play_scenario
 from app.offline.replay import replay
 from app.rankstate.phaselabels import phase_label
+from tests.support.paths import FIXTURES
 
-LOGS = Path(__file__).parent / "fixtures" / "vllm032"
+LOGS = FIXTURES / "vllm032"
 
 
 def _labels(run: object, rank: str = "TP0") -> list[str]:
