@@ -8,7 +8,7 @@
   if (!cfgEl || !window.uPlot) return;
   const cfg = JSON.parse(cfgEl.textContent);
   const META_W = 230, ROW_H = 46, SYNC = uPlot.sync("sw-launch");
-  // the server's list (app/rankstate/model.py PHASES, in base.html), in the order the legend shows them
+  // the server's list (app/rankstate/phases.py PHASES, in base.html), in the order the legend shows them
   const PHASES = JSON.parse(document.getElementById("phases").textContent);
   const { css, $, el, nobidi, utc, fmtTime, fmtDur, withGaps } = window.swTimelineKit;
   // quiet longer than this and the row says "no progress for", the definition the incident banner uses

@@ -342,8 +342,8 @@ def test_the_unit_tier_does_no_io() -> None:
 
 
 def test_the_phase_list_has_one_home() -> None:
-    # app/rankstate/model.py's PHASES reaches the page through base.html; a copy in a script would miss a new phase
-    from app.rankstate.model import PHASES
+    # app/rankstate/phases.py's PHASES reaches the page through base.html; a copy in a script would miss a new phase
+    from app.rankstate.phases import PHASES
 
     copies = [
         str(path.relative_to(ROOT))

@@ -1,6 +1,6 @@
 """Per-launch, per-rank state folded from wire records: the pure reducer behind the server, replay and eval.
 
-``model`` holds the state (plain dataclasses) and its summaries; ``reduce`` folds events and process samples
+``model`` holds the state (plain dataclasses), ``phases`` its phase vocabulary; ``reduce`` folds events and process samples
 into it, with a module per kind of record it reads more of: ``gpu`` (GPU samples), ``serving`` (serving reports and
 engine metrics), ``procs`` and ``exits`` (the processes around ranks and how ranks leave), ``torchjob``, ``aliases``
 and ``unnamed`` (ranks known by other names or none), ``stacks`` (dumps grouped across ranks), ``infer`` (a start
@@ -13,11 +13,6 @@ from app.rankstate.gpu import apply_gpu
 from app.rankstate.infer import phase_before_crash
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
-    LIVE_PHASES,
-    MILESTONES,
-    PHASES,
-    STARTUP_PHASES,
-    TERMINAL_PHASES,
     Fleet,
     HostState,
     LaunchState,
@@ -30,6 +25,13 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.persist import launch_from_json, launch_to_json
+from app.rankstate.phases import (
+    LIVE_PHASES,
+    MILESTONES,
+    PHASES,
+    STARTUP_PHASES,
+    TERMINAL_PHASES,
+)
 from app.rankstate.procs import note_gone
 from app.rankstate.reduce import (
     apply_event,

@@ -13,14 +13,13 @@ from collections.abc import Iterable
 
 from agents import ranklabel, wire
 from app.rankstate.model import (
-    MILESTONES,
-    STARTUP_PHASES,
     Fleet,
     LaunchState,
     PhaseSpan,
     RankState,
     set_phase,
 )
+from app.rankstate.phases import MILESTONES, STARTUP_PHASES
 
 # event kinds bound once: an enum member read off its class costs ~0.2 µs, and this runs per record
 _DECODE_BATCH, _PREFILL_BATCH, _SCHEDULER_EXCEPTION, _TRACEBACK = (

@@ -15,44 +15,8 @@ from typing import Any
 
 from agents import wire
 from app.rankstate.accept_history import AcceptHistory, AcceptReport
+from app.rankstate.phases import LIVE_PHASES, STARTUP_PHASES
 
-# Order in which a healthy rank passes through its life. ``stalled`` is set by the detector, never by a log line.
-PHASES = (
-    "starting",
-    "dist_init",
-    "loading_weights",
-    "kv_alloc",
-    "cuda_graph_capture",
-    "warmup",
-    "ready",
-    "serving",
-    # a generic torch.distributed job (app/rankstate/torchjob.py): its steps, a synchronous checkpoint, the end
-    "training",
-    "checkpoint",
-    "teardown",
-    "stalled",
-    "crashed",
-    "exited",
-)
-STARTUP_PHASES = frozenset(
-    {"starting", "dist_init", "loading_weights", "kv_alloc", "cuda_graph_capture", "warmup"}
-)
-LIVE_PHASES = STARTUP_PHASES | {"ready", "serving", "training", "checkpoint", "teardown"}
-TERMINAL_PHASES = frozenset({"crashed", "exited"})
-
-# Start-up lines every scheduler logs for itself, in order: how far a rank has got, comparable across ranks.
-MILESTONES = frozenset(
-    {
-        "dist_init_begin",
-        "dist_init_end",
-        "load_begin",
-        "load_end",
-        "kv_alloc",
-        "mem_pool_end",
-        "capture_begin",
-        "capture_end",
-    }
-)
 # A process at least this busy is computing (JIT, a compile warm-up), not waiting
 CPU_BUSY_PCT = 50.0
 # Exit codes of a deliberate stop (SIGTERM/SIGINT, or 0): the end of a launch, not a crash.

@@ -15,7 +15,6 @@ from app.rankstate.model import (
     CLEAN_EXIT_CODES,
     CPU_BUSY_PCT,
     SIGNAL_HISTORY,
-    TERMINAL_PHASES,
     EngineProc,
     Fleet,
     LaunchState,
@@ -23,6 +22,7 @@ from app.rankstate.model import (
     _remember,
     set_phase,
 )
+from app.rankstate.phases import TERMINAL_PHASES
 
 # roles of an engine process that is not a rank (wire.ProcessSample.role)
 SERVING_ROLES = frozenset({"main", "scheduler"})

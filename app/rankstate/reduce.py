@@ -24,11 +24,7 @@ from app.rankstate.infer import (
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
     CPU_BUSY_PCT,
-    MILESTONES,
-    PHASES,
     SIGNAL_HISTORY,
-    STARTUP_PHASES,
-    TERMINAL_PHASES,
     Fleet,
     LaunchState,
     RankState,
@@ -39,6 +35,7 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.phaselabels import DRAFT_PHASE_LABELS
+from app.rankstate.phases import MILESTONES, PHASES, STARTUP_PHASES, TERMINAL_PHASES
 from app.rankstate.procs import SERVING_ROLES, note_proc, stopped_since
 from app.rankstate.reached import note_reached
 from app.rankstate.serving import _int, produced, serving_event

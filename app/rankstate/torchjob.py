@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 
 from agents import ranklabel, wire
-from app.rankstate.model import TERMINAL_PHASES, LaunchState, RankState, progress, set_phase
+from app.rankstate.model import LaunchState, RankState, progress, set_phase
+from app.rankstate.phases import TERMINAL_PHASES
 
 # frame words (function or file) -> phase, checked in order on the innermost few frames
 _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (

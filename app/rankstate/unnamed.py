@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from agents import ranklabel, wire
 from app.rankstate.infer import phase_hint
-from app.rankstate.model import STARTUP_PHASES, LaunchState, PhaseSpan, RankState, Unnamed
+from app.rankstate.model import LaunchState, PhaseSpan, RankState, Unnamed
+from app.rankstate.phases import STARTUP_PHASES
 
 MAX_UNNAMED = 256  # processes kept per launch (a big NCCL job logs one line per rank and channel)
 _NCCL_LOG = wire.EventKind.NCCL_LOG

@@ -158,7 +158,7 @@ class RankPhase(Base):
     phase: Mapped[str] = mapped_column(String(32))
     started_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float)
-    # "draft": the draft model's own load / KV pool / graph capture (app/rankstate/model.py, phase_label)
+    # "draft": the draft model's own load / KV pool / graph capture (app/rankstate/phaselabels.py, phase_label)
     subject: Mapped[str | None] = mapped_column(String(16))
 
 

@@ -17,7 +17,7 @@ from app.alerts.receivers import shown_url
 from app.api.bodies import unprocessable
 from app.api.context import Ctx, HttpContext
 from app.kit.resources import templates_dir
-from app.rankstate.model import PHASES
+from app.rankstate.phases import PHASES
 from app.store import models
 from app.web import lineage, overview
 from app.web.format import FILTERS, without_bidi_controls

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from agents import ranklabel
 from agents.wire import EventKind
-from app.rankstate.model import PHASES
 from app.rankstate.phaselabels import phase_label
+from app.rankstate.phases import PHASES
 from app.rankstate.reduce import PHASE_OF_EVENT
 from app.store import models
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from app.rankstate.model import PHASES
+from app.rankstate.phases import PHASES
 from tests.support import launchdata as ld
 from tests.support.harness import ROOT, ServerProcess, agent_token, chromium_path, upgrade_db
 from tests.system.test_web_data import _ingest, _open_incident
