@@ -41,7 +41,7 @@ _HEADS = (
     ),
     # HCCL's plog line: "[ERROR] HCCL(2717288,python3):2025-07-23-03:47:57.070.463 [hccl_socket.cc:100] [2717288]"
     re.compile(
-        rf"\[{_LEVEL}\] (?P<module>[A-Z][A-Z_]{{1,15}})\((?P<pid>\d{{1,10}}),(?P<proc>[\w.-]{{1,64}})\):{_CANN_TS} "
+        rf"\[{_LEVEL}\] (?P<module>[A-Z][A-Z_]{{1,15}})\((?P<pid>\d{{1,10}}),(?P<proc>[\w.-]{{0,64}})\):{_CANN_TS} "
         r"\[(?P<src>[\w.-]{1,128}:\d{1,7})\] ?(?:\[\d{1,10}\])?"
     ),
     # CANN's error codes: "EH9999[PID: 285] 2025-...-12:10:10.639.672 (EH9999):  ...", "EH9999: [PID: 56178] ..."

@@ -14,7 +14,15 @@ import pytest
 
 from tests.support.agent import start_agent
 from tests.support.alert import Receiver
-from tests.support.harness import ServerProcess, agent_token, cli, count_rows, is_leader, wait_for
+from tests.support.harness import (
+    RECEIVER_ALLOW_ENV,
+    ServerProcess,
+    agent_token,
+    cli,
+    count_rows,
+    is_leader,
+    wait_for,
+)
 
 
 def opened(receiver: Receiver) -> list[dict[str, Any]]:
@@ -57,9 +65,21 @@ def agent(server: ServerProcess, token: str, spool: Path, scenario: str, host: s
 def test_detection_and_alerting_survive_the_leaders_death_without_duplicates(pg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     url = pg.fresh()
     receiver = Receiver(tmp_path / "hook.jsonl").start()
-    cli("receiver", "add", receiver.url, "--format", "generic", "--name", "oncall", "--database-url", url)
+    # the receiver runs on loopback, which a server refuses unless allowed (docs/alerts.md)
+    cli(
+        "receiver",
+        "add",
+        receiver.url,
+        "--format",
+        "generic",
+        "--name",
+        "oncall",
+        "--database-url",
+        url,
+        env=RECEIVER_ALLOW_ENV,
+    )
     tokens = {h: agent_token(url, h) for h in ("node-a", "node-b", "node-c")}
-    env = {"SPECWATCH_LEADER_LEASE_S": "3"}
+    env = {"SPECWATCH_LEADER_LEASE_S": "3", **RECEIVER_ALLOW_ENV}
     servers = [ServerProcess(url, env=env).start(), ServerProcess(url, env=env).start()]
     agents: list[Any] = []
     try:

@@ -280,8 +280,9 @@ def test_the_jobs_own_collective_timeout_confirms_the_open_hang_and_its_teardown
     )
     report("timeout: collective entered -> incident", hang["opened_at"] - onset)
     closed = wait_for(
-        "the hang confirmed by PyTorch's timeout and closed by the teardown",
-        lambda: site.incident("timeout", "suspected_deadlock", culprit=ODD, status="resolved"),
+        "the hang confirmed by PyTorch's timeout and ended with the job's teardown",
+        # not "resolved": the hang did not heal, the job went down with it (it ends with the launch)
+        lambda: site.incident("timeout", "suspected_deadlock", culprit=ODD, status="ended"),
         timeout=TIMEOUT_S + 60,
     )
     assert closed["confidence"] == "confirmed"

@@ -241,6 +241,20 @@ def test_pytorch_s_process_down_verdict_alone_is_a_collective_that_failed() -> N
     check(one(line, year=2025), "collective_timeout", None, "2025-10-02T18:16:41.516400", global_rank=1)
 
 
+def test_hccl_s_plog_line_without_a_process_name_is_dated() -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/10591: HCCL leaves the process name empty,
+    # "HCCL(80812,):"; the header is the same envelope, so its date, pid and source location are read
+    from agents.logparse.ascend import npu_head
+
+    banner = (
+        "[ERROR] HCCL(80812,):2026-06-17-02:21:43.853.226 [detect_connect_anomalies.cc:126] [86231]"
+        "-------------------CONNECT TIMEOUT DETECT RESULT-----------------------"
+    )
+    head = npu_head(banner)
+    assert head is not None and head.ymdhms == (2026, 6, 17, 2, 21, 43) and head.level == "ERROR"
+    assert head.fields["pid"] == 80812 and head.fields["source_file"] == "detect_connect_anomalies.cc:126"
+
+
 def test_hccl_s_plog_line_and_cann_s_code_after_the_time_are_dated_and_read() -> None:
     # https://github.com/vllm-project/vllm-ascend/issues/1955: HCCL's own log line, source location in front
     plog = (
