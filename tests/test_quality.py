@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -302,6 +303,47 @@ def test_every_event_kind_written_as_a_string_is_in_the_wire_vocabulary() -> Non
         if kind not in known
     }
     assert unknown == set()
+
+
+def _kinds_compared_as_text(tree: ast.AST) -> Iterator[str]:
+    """Event kinds compared as strings (``ev.kind == "raw"``, ``k in ("a", "b")`` where ``k = ev.kind``):
+    ``Event.kind`` is a plain ``str``, so mypy cannot see a misspelt one; a member of EventKind it can."""
+    from agents.wire import INCIDENT_KINDS, EventKind
+
+    known, kinds = {k.value for k in EventKind}, {"kind"}
+    kinds |= {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute) and n.value.attr == "kind"
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    for node in ast.walk(tree):
+        sides = [node.left, *node.comparators] if isinstance(node, ast.Compare) else []
+        for pair in itertools.pairwise(sides):
+            for kind, other in (pair, pair[::-1]):
+                texts = [
+                    e.value
+                    for e in (other.elts if isinstance(other, ast.Set | ast.Tuple | ast.List) else [other])
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                ]
+                # incident kinds are a Literal (mypy checks those); gpu_xid and two more are in both vocabularies
+                if (getattr(kind, "id", None) in kinds or getattr(kind, "attr", None) == "kind") and not all(
+                    t in INCIDENT_KINDS for t in texts
+                ):
+                    yield from (f"{node.lineno}: {t}" for t in texts if t in known)
+
+
+def test_event_kinds_are_compared_as_members() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{hit}"
+        for top in PACKAGES
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for hit in _kinds_compared_as_text(ast.parse(path.read_text()))
+    ]
+    assert found == [], "compare with wire.EventKind members (bound once on a hot path)"
+    planted = 'k = ev.kind\nif k == "raw" or ev.kind in {"traceback", "x"} or t.kind in ("gpu_xid",): pass\n'
+    assert list(_kinds_compared_as_text(ast.parse(planted))) == ["2: raw", "2: traceback"]
 
 
 def test_the_jobs_process_loads_none_of_the_http_stack() -> None:

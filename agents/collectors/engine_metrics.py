@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 import httpx
@@ -51,18 +52,23 @@ def keep(name: str) -> bool:
     return not name.endswith(("_bucket", "_created")) and _KEEP.match(name) is not None
 
 
-def parse_exposition(text: str, now: float) -> list[wire.MetricSample]:
-    """The kept series of one scrape (raises ValueError on text that is not Prometheus exposition)."""
-    out: list[wire.MetricSample] = []
+def exposition_samples(
+    text: str, now: float, wanted: Callable[[str], bool] = keep
+) -> Iterator[wire.MetricSample]:
+    """The series of one scrape (Prometheus text exposition) whose names ``wanted`` keeps, as the agent sends
+    them. The one reader of the format: the agent's scraper and ``specwatch eval``'s recorded scrapes. Raises
+    ValueError where the text stops being exposition, after yielding what came before it."""
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if not keep(s.name) or s.value != s.value:  # NaN: a gauge never set
+            if not wanted(s.name) or s.value != s.value:  # NaN: a gauge never set
                 continue
             labels = {k[:128]: str(v)[:128] for k, v in list(s.labels.items())[:32]}
-            out.append(wire.MetricSample(ts=now, name=s.name, value=float(s.value), labels=labels))
-            if len(out) >= MAX_SERIES:
-                return out
-    return out
+            yield wire.MetricSample(ts=now, name=s.name, value=float(s.value), labels=labels)
+
+
+def parse_exposition(text: str, now: float) -> list[wire.MetricSample]:
+    """The kept series of one scrape (raises ValueError on text that is not Prometheus exposition)."""
+    return list(islice(exposition_samples(text, now), MAX_SERIES))
 
 
 def _key(labels: dict[str, str], drop: str | None = None) -> str:

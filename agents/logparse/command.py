@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from agents.ranklabel import from_filename
+    from agents.wire import EventKind
 
     from .files import reference
     from .parser import LogParser
@@ -104,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
                     st.add(line, parser.head, parser.head_time, parser.head_rank)
                 for ev in events:
                     kinds[ev.kind] += 1
-                    if ev.kind == "raw":
+                    if ev.kind == EventKind.RAW:
                         unknown[ev.message[:160]] += 1
                     if not (args.summary or args.stats) and (not args.kind or ev.kind in args.kind):
                         _print(out, ev, args.json)
@@ -143,11 +144,13 @@ def _when(ts: float) -> str:
 
 
 def _print(out: TextIO, ev: Event, as_json: bool) -> None:
+    from agents.wire import EventKind
+
     if as_json:
         out.write(json.dumps(asdict(ev)) + "\n")
         return
     fields = " ".join(f"{k}={v}" for k, v in ev.fields.items())
-    text = fields if ev.kind != "raw" else ev.message[:200]
+    text = fields if ev.kind != EventKind.RAW else ev.message[:200]
     out.write(f"{_when(ev.ts)}Z  {ev.rank or '-':<10} {ev.severity:<8} {ev.kind:<20} {text}\n")
 
 

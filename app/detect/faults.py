@@ -41,7 +41,8 @@ ABORT_AFTER_S = 5.0
 def _crash_signal(r: RankState, st: LaunchState | None = None) -> Signal | None:
     for s in r.signals:
         if s.kind in CRASH_SIGNALS and not (
-            s.kind in ("process_exit", "child_crashed") and s.fields.get("exit_code") in CLEAN_EXIT_CODES
+            s.kind in ("process_exit", wire.EventKind.CHILD_CRASHED)
+            and s.fields.get("exit_code") in CLEAN_EXIT_CODES
         ):
             if st is not None and _aborted_by_timeout(st, r, s):
                 continue
@@ -92,7 +93,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     # the agent's children; the launcher's "failed (exitcode ...)" line may still be on its way): hold a moment
     unsure = not _explained(sig) and any(r is not first and abs(ts - first_ts) <= 2.0 for ts, r, _ in dead)
     culprit = first.label
-    if sig.kind == "collective_mismatch" and (behind := _mismatch_behind(st, sig)) is not None:
+    if sig.kind == wire.EventKind.COLLECTIVE_MISMATCH and (behind := _mismatch_behind(st, sig)) is not None:
         culprit, what = behind, f"{what} ({behind} is a collective behind)"
     return Finding(
         key=f"crash:{st.key}",
@@ -122,7 +123,7 @@ def _first_to_go(dead: list[tuple[float, RankState, Signal]]) -> tuple[float, Ra
     before a bare disappearance seen in the same listing."""
 
     def consequence(r: RankState) -> bool:
-        return any(s.kind in ("closing_signal", "peer_lost") for s in r.signals)
+        return any(s.kind in (wire.EventKind.CLOSING_SIGNAL, wire.EventKind.PEER_LOST) for s in r.signals)
 
     causes = [d for d in dead if not consequence(d[1])] or dead
     t0 = causes[0][0]
@@ -138,9 +139,11 @@ def _stopped_on_purpose(st: LaunchState, dead: list[tuple[float, RankState, Sign
     """The launcher was told to stop (torchrun: "Received Signals.SIGTERM death signal") or sent every dead
     rank its closing signal: the exits are the job being stopped, not a crash."""
     first = dead[0][0]
-    if any(s.kind == "launcher_stopping" and first - 30 <= s.ts <= first + 5 for _, s in st.signals):
+    if any(
+        s.kind == wire.EventKind.LAUNCHER_STOPPING and first - 30 <= s.ts <= first + 5 for _, s in st.signals
+    ):
         return True
-    return all(any(s.kind == "closing_signal" for s in r.signals) for _, r, _ in dead)
+    return all(any(s.kind == wire.EventKind.CLOSING_SIGNAL for s in r.signals) for _, r, _ in dead)
 
 
 def _deaths(r: RankState) -> list[Signal]:
@@ -177,9 +180,11 @@ def _said_phase(tb: list[Signal]) -> str | None:
 def nearby_tracebacks(st: LaunchState, ts: float, rank: str | None = None) -> list[Signal]:
     """Tracebacks within two minutes of ``ts``: the rank's own, then the launch's untagged ones."""
     own = [] if rank is None or (r := st.ranks.get(rank)) is None else r.signals
-    near = [s for s in own if s.kind == "traceback" and abs(s.ts - ts) <= 120]
+    near = [s for s in own if s.kind == wire.EventKind.TRACEBACK and abs(s.ts - ts) <= 120]
     return near + [
-        s for lab, s in st.signals if s.kind == "traceback" and lab in (None, rank) and abs(s.ts - ts) <= 120
+        s
+        for lab, s in st.signals
+        if s.kind == wire.EventKind.TRACEBACK and lab in (None, rank) and abs(s.ts - ts) <= 120
     ]
 
 
@@ -199,7 +204,7 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
         s
         for lab, s in st.signals
         if lab is None
-        and s.kind in ("child_crashed", "init_failed")
+        and s.kind in (wire.EventKind.CHILD_CRASHED, wire.EventKind.INIT_FAILED)
         and not (
             s.fields.get("cause") == "terminate" and any(abs(s.ts - t) <= ABORT_AFTER_S for t in timeouts)
         )
@@ -220,7 +225,9 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
         evidence=ev,
         confidence="confirmed",
         since=sig.ts,
-        phase=crash_phase(st, sig.ts, tb, failed_start=any(s.kind == "init_failed" for s in sigs)),
+        phase=crash_phase(
+            st, sig.ts, tb, failed_start=any(s.kind == wire.EventKind.INIT_FAILED for s in sigs)
+        ),
     )
 
 
@@ -232,7 +239,9 @@ def _startup_traceback(st: LaunchState) -> Finding | None:
     if st.ready_at is not None or st.last_decode_at is not None:
         return None  # a server that came up has no start-up left to fail
     for _, s in st.signals:
-        if s.kind != "traceback" or not str(s.fields.get("exc_type") or "").endswith(("Error", "Exception")):
+        if s.kind != wire.EventKind.TRACEBACK or not str(s.fields.get("exc_type") or "").endswith(
+            ("Error", "Exception")
+        ):
             continue
         phase = phase_from_traceback(s.message)
         if phase is None or phase not in STARTUP_PHASES:

@@ -6,6 +6,7 @@ unexpectedly" / ``EngineDeadError``). Pure: launch state and ``now`` in, finding
 
 from __future__ import annotations
 
+from agents.wire import EventKind
 from app.detect import endings, faults
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
@@ -93,14 +94,14 @@ def stopped_finding(st: LaunchState, now: float, cfg: DetectConfig) -> Finding |
 
 def _requested_stop(st: LaunchState, ts: float) -> Signal | None:
     for _, s in st.signals:
-        if s.kind == "launcher_stopping" and ts - STOP_WINDOW_S <= s.ts <= ts + 5:
+        if s.kind == EventKind.LAUNCHER_STOPPING and ts - STOP_WINDOW_S <= s.ts <= ts + 5:
             return s
     return None
 
 
 def _says_dead(s: Signal) -> bool:
-    return s.kind == "engine_dead" or (
-        s.kind == "traceback" and str(s.fields.get("exc_type", "")).endswith("EngineDeadError")
+    return s.kind == EventKind.ENGINE_DEAD or (
+        s.kind == EventKind.TRACEBACK and str(s.fields.get("exc_type", "")).endswith("EngineDeadError")
     )
 
 
@@ -126,7 +127,7 @@ def engine_death(st: LaunchState, now: float) -> Finding | None:
         for e in dead[:4]
     ]
     ev += [evidence(s.ts, None, "engine dead", excerpt(s.message, 300)) for s in said[:2]]
-    tb = [s for _, s in st.signals if s.kind == "traceback" and abs(s.ts - first_ts) <= 120]
+    tb = [s for _, s in st.signals if s.kind == EventKind.TRACEBACK and abs(s.ts - first_ts) <= 120]
     ev += faults.traceback_row(tb, None)  # the rank crash's own row: one way to show a traceback
     for r in st.ranks.values():
         if r.phase == "crashed" and r.exited_at is not None:

@@ -23,17 +23,12 @@ LAUNCH = "offline"
 
 
 def metric_samples(text: str, ts: float) -> list[wire.MetricSample]:
-    """The detector's series from one /metrics scrape (Prometheus text exposition)."""
-    from prometheus_client.parser import text_string_to_metric_families
+    """The detector's series from one recorded /metrics scrape, as the agent would have sent them."""
+    from agents.collectors.engine_metrics import exposition_samples
 
-    out = []
+    out: list[wire.MetricSample] = []
     try:
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                if s.name in DETECTOR_METRICS:
-                    out.append(
-                        wire.MetricSample(ts=ts, name=s.name, value=float(s.value), labels=dict(s.labels))
-                    )
+        out.extend(exposition_samples(text, ts, DETECTOR_METRICS.__contains__))
     except ValueError:
         return out  # a truncated scrape: keep what parsed
     return out

@@ -24,8 +24,9 @@ from app.rankstate.model import (
     set_phase,
 )
 
-# event kinds bound once: an enum member read off its class costs ~0.2 µs, and this runs per record
+# event kinds bound once: an enum member read off its class costs ~0.1 µs, and this runs per record
 _DECODE_BATCH = wire.EventKind.DECODE_BATCH
+_PREFILL_BATCH = wire.EventKind.PREFILL_BATCH
 
 # accept length that counts as speculation working, remembered per batch size to recognise "off by design"
 GOOD_ACCEPT_LEN = 1.5
@@ -49,7 +50,7 @@ def _float(v: Any) -> float | None:
 def produced(ev: wire.Event) -> bool:
     """A batch line that shows output. vLLM prints its stats line every 10 s whether or not anything moved:
     zero prompt and generation throughput with requests running is a server standing still, not progress."""
-    if ev.kind not in ("decode_batch", "prefill_batch"):
+    if ev.kind not in (_DECODE_BATCH, _PREFILL_BATCH):
         return False
     f = ev.fields
     if f.get("engine") == "vllm":
@@ -80,7 +81,7 @@ def serving_event(st: LaunchState, r: RankState | None, ev: wire.Event) -> None:
     ):
         # a gap while requests ran (an idle server's silence says nothing about its cadence)
         _remember(st.decode_gaps, ev.ts - st.last_decode_at, DECODE_GAPS)
-    if ev.kind == "decode_batch" and produced(ev):
+    if ev.kind == _DECODE_BATCH and produced(ev):
         if st.decode_line_at is not None and ev.ts > st.decode_line_at and (st.running_req or 0) > 0:
             _remember(st.decode_line_gaps, ev.ts - st.decode_line_at, DECODE_GAPS)
         st.decode_line_at = ev.ts
