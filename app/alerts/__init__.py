@@ -1,8 +1,8 @@
 """Webhook alerts: receivers, the outbox written with each incident change, the sender, silences.
 
 A server's wiring (app/context.py, app/main.py) takes two things from here through the job registry
-(app/jobs/registry.py): ``outbox_hook``, one of the context's incident change hooks, and ``sender`` with its
-``jobs``. The JSON routes are ``app.api.alerts.router``, included by create_app.
+(app/jobs/registry.py): ``outbox_hook``, one of the context's incident change hooks, and ``new_sender`` with
+its ``jobs``. The JSON routes are ``app.api.alerts.router``, included by create_app.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def outbox_hook(settings: Settings) -> ChangeHook:
     return OutboxHook(settings.alert_group_wait_s)
 
 
-def sender(settings: Settings, sessions: sessionmaker[Session]) -> Sender:
+def new_sender(settings: Settings, sessions: sessionmaker[Session]) -> Sender:
     """The webhook sender; its ``close`` waits for the webhooks in flight at shutdown."""
     from app.alerts.outbound import Outbound
     from app.alerts.sender import Sender, SenderConfig

@@ -66,7 +66,8 @@ def build(
 ) -> Background:
     """Every job of a server, each given what it uses, and the closers the services they bring need (the alert
     sender waits for webhooks in flight)."""
-    sender = alerts.sender(settings, sessions)
+    # not `alerts.sender`: that name is also the package's submodule, which replaces it once imported
+    sender = alerts.new_sender(settings, sessions)
     jobs = [
         Job("lease", settings.leader_lease_s / 4, lease_job(sessions, settings, holder, leadership)),
         Job("prune", settings.prune_interval_s, prune_job(sessions, settings), leader_only=True),
