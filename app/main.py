@@ -1,5 +1,5 @@
-"""The FastAPI application: the HTTP side of a server (routers, middleware, error handlers, lifespan) over
-its context (app/context.py); the jobs are app/jobs/registry.py's."""
+"""The HTTP server: its wiring (``open_http_context``: every service and the context, built whole) and the
+FastAPI application over it (routers, middleware, error handlers, lifespan); the jobs are app/jobs/registry.py's."""
 
 from __future__ import annotations
 
