@@ -1,5 +1,5 @@
-"""The FastAPI application: the HTTP side of a server (routers, middleware, error handlers, lifespan) over
-its context (app/context.py); the jobs are app/jobs/registry.py's."""
+"""The HTTP server: its wiring (``open_http_context``: every service and the context, built whole) and the
+FastAPI application over it (routers, middleware, error handlers, lifespan); the jobs are app/jobs/registry.py's."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalErr
 
 from app import __version__, web
 from app.access import users as access
+from app.access.agent_tokens import AgentGate
 from app.access.security import HttpGuard
 from app.access.users import AccessControl
 from app.api import alerts as alerts_api
@@ -26,9 +27,16 @@ from app.api.context import HttpContext
 from app.api.fastpath import SpecwatchApp
 from app.api.ingest import ingest_router
 from app.api.read import read_router
+from app.ingest.cache import IngestCache
+from app.ingest.clock import ClockRefusals
+from app.ingest.live import Live
+from app.ingest.queue import IngestWriter
+from app.ingest.stats import IngestStats
 from app.jobs import leader, registry
+from app.kit.background import Leadership
 from app.kit.logsink import LOG_FORMAT, LogSink, Throttle
 from app.settings import Settings
+from app.store.db import make_engine, session_factory
 from app.web.acceptance import router as acceptance_router
 from app.web.acceptance_detail import router as acceptance_detail_router
 
@@ -41,18 +49,51 @@ def out_of_range_answer() -> JSONResponse:
     return JSONResponse({"detail": [problem]}, status_code=422)
 
 
+def open_http_context(settings: Settings, holder: str | None = None) -> HttpContext:
+    """The HTTP server's wiring: every service, the change hooks (who runs in each incident change's
+    transaction), the jobs, and the after-ingest hooks (who runs after each stored batch), then the context
+    around them. ``holder`` names this server's claim on the leader lease (see create_app)."""
+    engine = make_engine(settings.resolved_database_url())
+    sessions = session_factory(engine)
+    holder = holder or leader.holder_id()
+    leadership = Leadership()
+    hooks = registry.change_hooks(settings)
+    # built even where the jobs run in a process of their own: ``background`` decides whether they run
+    background = registry.build(settings, engine, sessions, holder, leadership, hooks)
+    writer = IngestWriter(sessions, IngestCache())
+    live = Live(sessions)
+    return HttpContext(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        holder=holder,
+        leadership=leadership,
+        jobs=background.jobs,
+        change_hooks=hooks,
+        # the writer stores what is queued before anything else closes
+        closers=(writer.close, *background.closers),
+        ingest_stats=IngestStats(),
+        ingest_writer=writer,
+        agent_gate=AgentGate(sessions),
+        clock_refusals=ClockRefusals(sessions),
+        health=health.Health(engine, settings, leadership, holder),
+        live=live,
+        # the dashboard's live pages, woken at once rather than at their next poll
+        after_ingest=(live.after_batch,),
+    )
+
+
 def create_app(settings: Settings | None = None, holder: str | None = None) -> FastAPI:
     """The HTTP side of a server: its context, routers, middleware, error handlers and lifespan. The jobs
     come from app/jobs/registry.py and run here only when ``background`` is on. ``holder`` names this
     server's claim on the leader lease; an HTTP server whose jobs run in a process of their own
     (app/jobs/process.py) passes that process's, so /healthz can say who leads."""
     settings = settings or Settings()
-    ctx = HttpContext.open(settings, holder)
-    registry.register(ctx)
+    ctx = open_http_context(settings, holder)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with registry.running(ctx):
+        async with ctx.running():
             # Everything alive now (modules, the app, SQLAlchemy's tables and caches) lives as long as the
             # process: out of the collector's sight, a full collection no longer walks these hundreds of
             # thousands of objects, which every few hundred ingest batches (each leaves a few hundred new
@@ -75,7 +116,7 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
     )
     ctx.bind(app)
     app.include_router(alerts_api.router)
-    prometheus.attach(app, ctx)
+    prometheus.attach(app, ctx.sessions, ctx.ingest_stats, ctx.ingest_writer)
 
     # during an outage every agent retries: one line per 503 would be thousands of identical lines
     unavailable_log = Throttle(30.0)
@@ -122,7 +163,7 @@ def create_app(settings: Settings | None = None, holder: str | None = None) -> F
     app.include_router(read_router)
     app.include_router(acceptance_router)
     app.include_router(acceptance_detail_router)
-    web.install(app, ctx)
+    web.install(app)
     access.install(app, settings)
     app.add_middleware(AccessControl, settings=settings, factory=ctx.sessions)
     # outermost: every answer, refusals of the access check included, carries the security headers

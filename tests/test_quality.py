@@ -182,7 +182,7 @@ def test_the_circle_finder_finds_a_circle() -> None:
 def test_the_graph_sees_function_level_and_from_imports() -> None:
     graph = import_graph()
     assert "app.alerts.outbox" in graph["app.alerts"]  # imported inside a function
-    assert "app.context" in graph["app.alerts"]  # imported under TYPE_CHECKING
+    assert "app.detector.incidents" in graph["app.alerts"]  # imported under TYPE_CHECKING
     assert "app.alerts.slack" in graph["app.alerts.render"]  # `from app.alerts import slack`
 
 
@@ -394,3 +394,20 @@ def test_the_phase_list_has_one_home() -> None:
         and sum(f'"{phase}"' in path.read_text() for phase in PHASES if "_" in phase) >= 3
     ]
     assert copies == []
+
+
+def test_the_contexts_are_built_whole() -> None:
+    # each process's wiring function (app.context.open_jobs_context, app.main.open_http_context) builds the whole
+    # context: a module writing into it afterwards, or appending to a hook list, is who-runs-when hidden elsewhere
+    import dataclasses
+
+    from app.api.context import HttpContext
+    from app.context import ServerContext
+
+    for cls in (ServerContext, HttpContext):
+        assert cls.__dataclass_params__.frozen, cls  # type: ignore[attr-defined]
+        for f in dataclasses.fields(cls):
+            assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, f.name
+            assert not str(f.type).startswith(("list[", "dict[", "set[")), (
+                f"{cls.__name__}.{f.name}: {f.type}"
+            )

@@ -1,8 +1,8 @@
 """Webhook alerts: receivers, the outbox written with each incident change, the sender, silences.
 
-A server wires it in through its context (app/context.py) from the job registry (app/jobs/registry.py):
-``install`` adds the outbox hook to the context's incident change hooks, ``jobs`` builds the sender and the
-reminder jobs. The JSON routes are ``app.api.alerts.router``, included by create_app.
+A server's wiring (app/context.py, app/main.py) takes two things from here through the job registry
+(app/jobs/registry.py): ``outbox_hook``, one of the context's incident change hooks, and ``new_sender`` with
+its ``jobs``. The JSON routes are ``app.api.alerts.router``, included by create_app.
 """
 
 from __future__ import annotations
@@ -12,28 +12,29 @@ from typing import TYPE_CHECKING
 from app.kit.background import Job
 from app.store.db import transaction
 
-if TYPE_CHECKING:  # app.context imports app.alerts.sender, which runs this package's __init__ first
-    from app.context import ServerContext
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from app.alerts.sender import Sender
+    from app.detector.incidents import ChangeHook, Hooks
+    from app.settings import Settings
 
 
-def install(ctx: ServerContext) -> None:
+def outbox_hook(settings: Settings) -> ChangeHook:
     """The outbox hook, in every process that writes incidents: each change writes its deliveries in the
     change's own transaction."""
     from app.alerts.outbox import OutboxHook
 
-    ctx.change_hooks[:] = [h for h in ctx.change_hooks if not isinstance(h, OutboxHook)]
-    ctx.change_hooks.append(OutboxHook(ctx.settings.alert_group_wait_s))
+    return OutboxHook(settings.alert_group_wait_s)
 
 
-def jobs(ctx: ServerContext) -> list[Job]:
-    """The sender (every server: claims are per delivery row) and the reminders (the leader)."""
-    from app.alerts import outbox
+def new_sender(settings: Settings, sessions: sessionmaker[Session]) -> Sender:
+    """The webhook sender; its ``close`` waits for the webhooks in flight at shutdown."""
     from app.alerts.outbound import Outbound
     from app.alerts.sender import Sender, SenderConfig
 
-    settings = ctx.settings
-    sender = Sender(
-        ctx.sessions,
+    return Sender(
+        sessions,
         SenderConfig(
             public_url=settings.dashboard_url(),
             timeout_s=settings.alert_timeout_s,
@@ -44,12 +45,16 @@ def jobs(ctx: ServerContext) -> list[Job]:
             outbound=Outbound.of(settings),
         ),
     )
-    ctx.alert_sender = sender
-    ctx.closers.append(sender.close)
+
+
+def jobs(settings: Settings, sessions: sessionmaker[Session], sender: Sender, hooks: Hooks) -> list[Job]:
+    """The sender's job (every server: claims are per delivery row) and the reminders (the leader), which
+    record each reminder through ``hooks`` like any other incident change."""
+    from app.alerts import outbox
 
     def reminders(now: float) -> None:
-        with transaction(ctx.sessions) as s:
-            outbox.send_reminders(s, now, settings.alert_reminder_interval_s, ctx.change_hooks)
+        with transaction(sessions) as s:
+            outbox.send_reminders(s, now, settings.alert_reminder_interval_s, hooks)
 
     found = [Job("alert-sender", settings.alert_poll_interval_s, sender.tick)]
     if settings.alert_reminder_interval_s > 0:

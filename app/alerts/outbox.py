@@ -142,7 +142,7 @@ def enqueue(session: Session, incident: Incident, change: IncidentChange, *, gro
 
 
 class OutboxHook:
-    """The app.detector.incidents change hook; a server's context holds one (app.alerts.install)."""
+    """The app.detector.incidents change hook; a server's context holds one (app.alerts.outbox_hook)."""
 
     def __init__(self, group_wait_s: float) -> None:
         self.group_wait_s = group_wait_s

@@ -9,11 +9,10 @@ route's body handling) through ``context_of``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
-from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents import wire
@@ -21,59 +20,27 @@ from app.access.agent_tokens import AgentGate
 from app.api.health import Health
 from app.context import ServerContext
 from app.ingest.batches import IngestResult
-from app.ingest.cache import IngestCache
 from app.ingest.clock import ClockRefusals
 from app.ingest.live import Live
 from app.ingest.queue import IngestWriter
 from app.ingest.stats import IngestStats
-from app.jobs import leader
-from app.kit.background import Leadership
-from app.settings import Settings
-from app.store.db import make_engine, session_factory
 
 # called after each stored batch, on the event loop: (batch, result, now)
 AfterIngest = Callable[[wire.IngestBatch, IngestResult, float], None]
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class HttpContext(ServerContext):
-    """A server that answers requests: ingest's writer, cache and counters, the agent gate, /healthz, the
-    dashboard's live stream, and the hooks run after each stored batch."""
+    """A server that answers requests: ingest's writer and counters, the agent gate, /healthz, the dashboard's
+    live stream, and the hooks run after each stored batch. Built whole by ``app.main.open_http_context``."""
 
     ingest_stats: IngestStats
-    ingest_cache: IngestCache
     ingest_writer: IngestWriter
     agent_gate: AgentGate
     clock_refusals: ClockRefusals
     health: Health
     live: Live
-    after_ingest: list[AfterIngest] = field(default_factory=list)
-    metrics_registry: CollectorRegistry | None = None  # set by app.api.prometheus.attach
-
-    @classmethod
-    def open(cls, settings: Settings, holder: str | None = None) -> HttpContext:
-        engine = make_engine(settings.resolved_database_url())
-        sessions = session_factory(engine)
-        holder = holder or leader.holder_id()
-        leadership = Leadership()
-        cache = IngestCache()
-        writer = IngestWriter(sessions, cache)
-        return cls(
-            settings=settings,
-            engine=engine,
-            sessions=sessions,
-            holder=holder,
-            leadership=leadership,
-            ingest_stats=IngestStats(),
-            ingest_cache=cache,
-            ingest_writer=writer,
-            agent_gate=AgentGate(sessions),
-            clock_refusals=ClockRefusals(sessions),
-            health=Health(engine, settings, leadership, holder),
-            live=Live(sessions),
-            # the writer stores what is queued before anything else closes
-            closers=[writer.close],
-        )
+    after_ingest: tuple[AfterIngest, ...]  # in order, after the writer stored the batch (app.api.ingest)
 
     def bind(self, app: FastAPI) -> None:
         """Make this the context of ``app``'s requests."""

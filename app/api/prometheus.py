@@ -33,7 +33,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from agents.cleantext import clean_text
 from agents.wire import INCIDENT_KINDS
 from app import __version__
-from app.api.context import HttpContext
 from app.ingest.queue import IngestWriter
 from app.ingest.stats import IngestStats
 from app.store import models
@@ -377,13 +376,12 @@ class StateCollector:
         )
 
 
-def attach(app: FastAPI, ctx: HttpContext) -> None:
-    """``/metrics`` on ``app``, over ``ctx``'s store and ingest counters (a registry per server, never the
+def attach(app: FastAPI, sessions: sessionmaker[Session], stats: IngestStats, writer: IngestWriter) -> None:
+    """``/metrics`` on ``app``, over the store and the ingest counters (a registry per server, never the
     process-global one: two servers in one interpreter must not share series)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StateCollector(ctx.sessions, ctx.ingest_stats, ctx.ingest_writer))
+    registry.register(StateCollector(sessions, stats, writer))
     registry.register(ProcessCollector(registry=None))
-    ctx.metrics_registry = registry
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:

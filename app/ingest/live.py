@@ -13,12 +13,16 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.ingest.batches import IngestResult
 from app.store import models
+
+if TYPE_CHECKING:
+    from agents import wire
 
 log = logging.getLogger("specwatch.web.live")
 
@@ -49,9 +53,14 @@ class Live:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
+    def after_batch(self, batch: wire.IngestBatch, result: IngestResult, now: float) -> None:
+        """An after-ingest hook (app.main.open_http_context): a batch that was not a resend wakes the pages."""
+        if not result.duplicate:
+            self.notify()
+
     def notify(self) -> None:
-        """A batch was stored: poll now. Called by the dashboard's after-ingest hook (app/web/__init__.py) on
-        the event loop; ``call_soon_threadsafe`` keeps it safe from any other thread too."""
+        """A batch was stored: poll now. Called on the event loop (``after_batch``); ``call_soon_threadsafe``
+        keeps it safe from any other thread too."""
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):

@@ -23,8 +23,7 @@ import threading
 import time
 from typing import Any
 
-from app.context import ServerContext
-from app.jobs import registry
+from app.context import open_jobs_context
 from app.jobs.leader import HOLDER_ENV
 from app.jobs.parent import PARENT_ENV, parent_gone, parent_pid
 from app.settings import Settings
@@ -107,8 +106,7 @@ def _watch_parent(parent: int, stop: threading.Event, wake: Any) -> None:
 
 async def _run(settings: Settings, holder: str | None) -> None:
     # the jobs and their context alone: no FastAPI app, no ingest writer, no dashboard
-    ctx = ServerContext.open(settings, holder)
-    registry.register(ctx)
+    ctx = open_jobs_context(settings, holder)
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
     parent = parent_pid()
@@ -134,7 +132,7 @@ async def _run(settings: Settings, holder: str | None) -> None:
             daemon=True,
         ).start()
     # on the way out the jobs finish their tick, the sender waits for webhooks in flight, the lease is released
-    async with registry.running(ctx):
+    async with ctx.running():
         log.info("background jobs running (lease holder %s)", ctx.holder)
         # What is alive now (modules, SQLAlchemy's tables and caches) lives as long as the process: out of the
         # collector's sight. The detector's read makes a few objects per stored row and so sets off a collection

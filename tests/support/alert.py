@@ -85,7 +85,7 @@ class Store:
     def __init__(self, url: str, group_wait_s: float = 0.0) -> None:
         self.engine = make_engine(url)
         self.sessions = session_factory(self.engine)
-        self.hooks = [outbox.OutboxHook(group_wait_s)]  # what app.alerts.install gives a server
+        self.hooks = [outbox.OutboxHook(group_wait_s)]  # what app.jobs.registry.change_hooks gives a server
 
     def close(self) -> None:
         self.engine.dispose()
