@@ -52,11 +52,11 @@ soak: setup
 # database, no subprocess, no socket; tests/test_quality.py holds that). In one process (-n 0): starting xdist
 # workers costs more than the tier (benchmarks/RESULTS.md, "make check").
 check: lint
-	$(PY) -m pytest -q -n 0 -p no:cacheprovider tests/test_quality.py tests/unit
+	$(PY) -m pytest -q -n 0 -p no:cacheprovider tests/test_quality.py tests/test_vocabulary.py tests/unit
 
 # the tiers that need no PostgreSQL, browser or engine process: unit and store, on the embedded SQLite
 test-fast: setup
-	$(PY) -m pytest -q -m "not postgres and not browser" -x tests/test_quality.py tests/unit tests/store
+	$(PY) -m pytest -q -m "not postgres and not browser" -x tests/test_quality.py tests/test_vocabulary.py tests/unit tests/store
 
 lint: setup
 	$(VENV)/bin/ruff check app agents tests benchmarks migrations
