@@ -49,6 +49,10 @@ _STATES = {
 }
 YOUNG_S = 60.0  # re-read the command line of unknown processes this young every cycle
 RECHECK_S = 30.0  # and of older unknown ones this often
+# A child caught between fork and exec still shows its parent's command line: a worker torchrun is starting reads
+# as a second torchrun (seen beside a CPU hog, where that window widens), and once tracked it would stay one.
+# Such a child is looked at again each cycle for this long before it is taken as what its command line says.
+FORK_WAIT_S = 5.0
 CMDLINE_EVERY_S = 300.0
 
 
@@ -223,6 +227,8 @@ class PsutilProcesses:
                     continue
                 create = proc.create_time()
                 parents = proc.parents()
+                if parents and mono - born < FORK_WAIT_S and parents[0].cmdline() == cmd:
+                    continue  # not yet exec'd: the next cycle sees what it becomes
                 if env is None:
                     env = environ(proc)
                 if not self.ownership.owns(

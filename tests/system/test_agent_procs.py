@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -117,6 +119,32 @@ def test_a_child_that_renames_itself_later_is_picked_up(spawn: Any) -> None:
     late = spawn(LATE, "sglang::scheduler_TP7")
     samples = wait_for(collector, lambda s: any(p.pid == late.pid for p in s))
     assert next(p for p in samples if p.pid == late.pid).rank == "TP7"
+
+
+# a launcher that forks its worker and execs it a second later (torchrun's window between fork and exec, which a
+# loaded host widens): until the exec the child shows the launcher's own command line
+FORKER = (
+    "import os, sys, time\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    time.sleep(1.5)\n"
+    "    os.execv(sys.executable, [sys.executable, '-c', "
+    "'import setproctitle, time; setproctitle.setproctitle(\"sglang::scheduler_TP5\"); time.sleep(120)'])\n"
+    "os.waitpid(pid, 0)\n"
+)
+
+
+def test_a_forked_child_is_known_by_what_it_execs_not_by_its_parents_command_line(spawn: Any) -> None:
+    collector = PsutilProcesses()
+    collector.sample(time.time(), {})
+    launcher = spawn(FORKER, "-m", "sglang.launch_server", "--tp", "8")
+    first: dict[int, Any] = {}
+    samples = wait_for(collector, lambda s: any(p.rank == "TP5" for p in s), first=first)
+    worker = next(p for p in samples if p.rank == "TP5")
+    os.kill(worker.pid, signal.SIGKILL)  # the fixture kills the launcher; its child would outlive it
+    assert worker.pid != launcher.pid and worker.role == "scheduler"
+    assert first[worker.pid].rank == "TP5", "its first report is already the rank, never a second launcher"
+    assert [p.role for p in samples if p.role == "main"] == ["main"], "one launcher, the real one"
 
 
 def test_cpu_percent_comes_from_cpu_time_deltas(spawn: Any) -> None:

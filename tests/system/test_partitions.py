@@ -43,14 +43,16 @@ def _rows(engine: Engine, table: str) -> list[tuple[int, float, str]]:
 
 
 def _exists(engine: Engine, name: str) -> bool:
+    # one statement, one catalog snapshot: the server may be creating this very partition (CREATE TABLE ...
+    # PARTITION OF, one transaction) between two separate reads
     with engine.connect() as c:
-        in_class = c.execute(text("SELECT to_regclass(:n) IS NOT NULL"), {"n": name}).scalar_one()
-        inherits = c.execute(
+        in_class, inherits = c.execute(
             text(
-                "SELECT count(*) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid WHERE k.relname = :n"
+                "SELECT count(*), count(i.inhrelid) FROM pg_class k"
+                " LEFT JOIN pg_inherits i ON i.inhrelid = k.oid WHERE k.relname = :n"
             ),
             {"n": name},
-        ).scalar_one()
+        ).one()
     assert bool(in_class) == bool(inherits), f"{name}: pg_class and pg_inherits disagree"
     return bool(in_class)
 
