@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import fields
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -27,16 +28,15 @@ from app.api.context import HttpContext
 from app.api.fastpath import SpecwatchApp
 from app.api.ingest import ingest_router
 from app.api.read import read_router
+from app.context import ServerContext, open_jobs_context
 from app.ingest.cache import IngestCache
 from app.ingest.clock import ClockRefusals
 from app.ingest.live import Live
 from app.ingest.queue import IngestWriter
 from app.ingest.stats import IngestStats
-from app.jobs import leader, registry
-from app.kit.background import Leadership
+from app.jobs import leader
 from app.kit.logsink import LOG_FORMAT, LogSink, Throttle
 from app.settings import Settings
-from app.store.db import make_engine, session_factory
 from app.web.acceptance import router as acceptance_router
 from app.web.acceptance_detail import router as acceptance_detail_router
 
@@ -53,30 +53,21 @@ def open_http_context(settings: Settings, holder: str | None = None) -> HttpCont
     """The HTTP server's wiring: every service, the change hooks (who runs in each incident change's
     transaction), the jobs, and the after-ingest hooks (who runs after each stored batch), then the context
     around them. ``holder`` names this server's claim on the leader lease (see create_app)."""
-    engine = make_engine(settings.resolved_database_url())
-    sessions = session_factory(engine)
-    holder = holder or leader.holder_id()
-    leadership = Leadership()
-    hooks = registry.change_hooks(settings)
-    # built even where the jobs run in a process of their own: ``background`` decides whether they run
-    background = registry.build(settings, engine, sessions, holder, leadership, hooks)
+    # the jobs process's wiring, whole; the jobs are built even where they run in a process of their own
+    # (``background`` decides whether they run here)
+    base = open_jobs_context(settings, holder)
+    sessions = base.sessions
     writer = IngestWriter(sessions, IngestCache())
     live = Live(sessions)
     return HttpContext(
-        settings=settings,
-        engine=engine,
-        sessions=sessions,
-        holder=holder,
-        leadership=leadership,
-        jobs=background.jobs,
-        change_hooks=hooks,
+        **{f.name: getattr(base, f.name) for f in fields(ServerContext) if f.name != "closers"},
         # the writer stores what is queued before anything else closes
-        closers=(writer.close, *background.closers),
+        closers=(writer.close, *base.closers),
         ingest_stats=IngestStats(),
         ingest_writer=writer,
         agent_gate=AgentGate(sessions),
         clock_refusals=ClockRefusals(sessions),
-        health=health.Health(engine, settings, leadership, holder),
+        health=health.Health(base.engine, settings, base.leadership, base.holder),
         live=live,
         # the dashboard's live pages, woken at once rather than at their next poll
         after_ingest=(live.after_batch,),
