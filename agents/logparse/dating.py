@@ -11,7 +11,7 @@ from typing import Any
 
 from agents.wire import Event
 
-from . import ascend, heads, trtllm
+from . import ascend, heads, stamps, trtllm
 from .clock import LocalClock, zoned
 from .progress import looks_like_bar
 from .values import Fields
@@ -135,7 +135,11 @@ class Dating:
                     if not s:
                         return s, extra, rank
             c = s[0]
-            if not (c.isdigit() or (c == "[" and s[11:12] == "T") or (c.isupper() and s[3:4] == " ")):
+            if not (
+                c.isdigit()
+                or (c == "[" and (s[11:12] == "T" or s[3:4] == "/"))
+                or (c.isupper() and s[3:4] == " ")
+            ):
                 break  # no collector's stamp starts like this
             cut = self._collector(s, now)
             if cut is None:
@@ -226,15 +230,32 @@ class Dating:
         elif c.isupper() and s[3:4] == " " and s[:3] in heads.MONTHS:
             m = heads.JOURNAL.match(s)
             if m is None:
-                return None
+                return self._stamped(s, now)
             g = m.groups()
             ts = self._no_year(heads.MONTHS[g[0]], int(g[1]), g[2:5], g[5], now)
             rest = s[m.end() :]
         else:
-            return None
+            return self._stamped(s, now)
         self._saw("collector", ts, False)
         self._ts(ts, now)
         return rest
+
+    def _stamped(self, s: str, now: float | None) -> str | None:
+        """Any other tool's stamp or host label in front of the line (agents/logparse/stamps.py)."""
+        st = stamps.lead(s) if stamps.may_lead(s) else None
+        if st is None or st.end >= len(s):
+            return None
+        ts = None
+        if st.hms is not None and st.month is not None and st.day is not None:
+            if st.year is not None:
+                h, mi, sec = (int(x) for x in st.hms)
+                ts = self.clock.epoch(st.year, st.month, st.day, h, mi, sec, heads.frac(st.frac))
+            else:
+                ts = self._no_year(st.month, st.day, st.hms, st.frac, now)
+        self._saw("collector", ts, False)
+        if ts is not None:
+            self._ts(ts, now)
+        return s[st.end :]
 
 
 _SLASHED = re.compile(r"(\d{4})/(\d\d)/(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))? ")

@@ -106,6 +106,7 @@ RANK_EQ = re.compile(r"\brank=(\d{1,7})")
 RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]: ?")
 # srun --label "3: ", a launcher's "[80746] ", a cluster's "node-7 [stderr] ", kubectl --prefix "[pod/x/y] "
 TASK = re.compile(r"(\d{1,5}): ")
+LEVEL_RECORD = re.compile(r"\[(?:ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\] \d")
 PID_PREFIX = re.compile(r"\[(\d{1,10})\] ")
 STREAM = re.compile(r"([\w.-]{1,253}) \[(?:stdout|stderr)\] ")
 POD = re.compile(r"\[(pod/[^\]\s]{1,300})\] ")
@@ -170,7 +171,9 @@ def unwrap(s: str) -> Wrapped:
             s = s[m.end() :]
         elif c == "[":
             m = RANK_PREFIX.match(s)
-            if m and s[m.end() : m.end() + 1] != "[":
+            # (a rank's prefix before a bracketed header is PyTorch's glog, but before torch_npu's record,
+            # "[rank1]: [ERROR] 2025-04-08-18:07:20 (PID:...)", it is the rank's own)
+            if m and (s[m.end() : m.end() + 1] != "[" or LEVEL_RECORD.match(s, m.end())):
                 fields["global_rank"] = int(m.group(1))
                 rank = ranklabel.torch_label(int(m.group(1)))  # the rank PyTorch names: rank3
             else:

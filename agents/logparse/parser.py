@@ -17,6 +17,7 @@ from . import envelope, heads, torchrun
 from .ascend import fatal_exception_line, npu_message
 from .comms import comm_message
 from .config import config_fields, is_config_dump
+from .deaths import process_death  # any other process's death, by the sentence's parts
 from .elastic import FailureSummary
 from .forms import Forms, guess_severity, worker_pid
 from .progress import looks_like_bar, parse_bar
@@ -142,7 +143,7 @@ class LogParser(Forms):
         if (
             heads.wrapped(s)
             or c.isdigit()
-            or (c == "[" and s[11:12] == "T")
+            or (c == "[" and (s[11:12] == "T" or s[3:4] == "/"))
             or (c.isupper() and s[3:4] == " ")
         ):
             s, extra, rank = self._unwrap(s, now)
@@ -335,11 +336,10 @@ class LogParser(Forms):
             return []
         msg, level, extra = envelope.inner_fields(msg, level, extra)  # "[INFO] [launch.py:428:f] ..."
         hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
-        hit = hit or npu_message(msg) or nccl_error(msg) or fatal_exception_line(msg)
+        hit = hit or npu_message(msg) or nccl_error(msg) or fatal_exception_line(msg) or process_death(msg)
         if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):
-            hit = torchrun.launcher_message(
-                msg
-            )  # old torchrun: Python logging's "ERROR:torch.distributed..."
+            # old torchrun: Python logging's "ERROR:torch.distributed..."
+            hit = torchrun.launcher_message(msg)
         if hit is None and is_config_dump(msg):
             hit = ("engine_config", "info", config_fields(msg))
         if hit is None and msg.startswith(TORCH_STARTS):

@@ -256,7 +256,7 @@ class Detector:
         st = fleet.launches.get(crash.launch or "")
         sigs = engine_reports.confirmed_signals(st) if st is not None else []
         f.confirmed_by = sorted(
-            {*f.confirmed_by, *(engine_reports.HANG_SIGNALS[s.kind] for _, s in sigs), "rank_crashed"}
+            {*f.confirmed_by, *(engine_reports.signal_kind(st, s) for _, s in sigs if st), "rank_crashed"}
         )
         # the engine's own reports that arrived with the teardown (gloo's timeout, the watchdog) lead the evidence
         said = [evidence(s.ts, lab, s.kind, engine_reports.said(s)) for lab, s in sigs[-4:]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from agents import wire
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
+from app.detect.uncaught import ended_in_exception
 from app.rankstate import (
     CLEAN_EXIT_CODES,
     STARTUP_PHASES,
@@ -259,7 +260,29 @@ def _startup_traceback(st: LaunchState) -> Finding | None:
             since=s.ts,
             phase=phase,
         )
-    return None
+    return _uncaught(st)
+
+
+def _uncaught(st: LaunchState) -> Finding | None:
+    """The log ends in an exception the engine raised and nothing after it got anywhere (app/detect/uncaught.py):
+    suspected, since the log alone cannot show the process go."""
+    hit = ended_in_exception(st)
+    if hit is None:
+        return None
+    rank, s = hit
+    said = excerpt(f"{s.fields.get('exc_type') or 'exception'}: {s.fields.get('exc_message') or ''}", 160)
+    return Finding(
+        key=f"crash:{st.key}",
+        kind="rank_crashed",
+        launch=st.key,
+        summary=f"{rank or 'A process'} raised {said}, and the log shows nothing get further after it.",
+        culprit=rank,
+        ranks=[rank] if rank else [],
+        evidence=traceback_row([s], rank),
+        confidence="suspected",
+        since=s.ts,
+        phase=crash_phase(st, s.ts, [s]),
+    )
 
 
 def _mismatch_behind(st: LaunchState, sig: Signal) -> str | None:

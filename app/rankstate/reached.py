@@ -73,7 +73,11 @@ def phase_shown(ev: wire.Event) -> str | None:
 
 def note_reached(st: LaunchState, ev: wire.Event) -> None:
     phase = phase_shown(ev)
-    if phase is None or (st.reached and st.reached[-1][1] == phase):
+    if phase is None:
+        return
+    if st.shown_at is None or ev.ts > st.shown_at:
+        st.shown_at = ev.ts
+    if st.reached and st.reached[-1][1] == phase:
         return
     st.reached.append((ev.ts, phase))
     del st.reached[:-REACHED_KEEP]

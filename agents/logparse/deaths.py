@@ -1,0 +1,96 @@
+"""A process's death in the words any supervisor, shell or runtime uses, read by the sentence's structure.
+
+The engines' own death reports are read where they are printed (sglang.py, vllm.py, supervisors.py, torchrun.py).
+The wording of the next launcher, the next engine version or a wrapper script is not known in advance, but
+the sentence always has the same parts: a subject that is a process (a worker, a rank, an actor, a subprocess,
+a pid ...), a verb of dying (died, crashed, was killed, exited ... unexpectedly) and often how (an exit code, a
+signal). The C runtime's and the shell's own reports (``Segmentation fault (core dumped)``, ``Fatal Python
+error``, a bare ``Killed`` from the OOM killer) need no subject. What is not a death:
+
+- an exit with code 0, or by SIGTERM / SIGINT (somebody stopped it: torchrun's closing signals are read apart);
+- "exited" / "terminated" / "failed" with no code or signal: a process that ended, said in the same words as a
+  clean shutdown; only a code or a signal makes it a failure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .values import Fields
+
+Match = tuple[str, str, Fields]
+
+# the runtime's and the shell's own words for a process it saw die
+_RUNTIME = re.compile(
+    r"Segmentation fault|core dumped|Fatal Python error|Bus error \(|Illegal instruction|Floating point exception"
+)
+_KILLED = re.compile(r"(?:^|line \d{1,6}: +\d{1,10} )Killed\b")
+_SUBJECT = (
+    r"\b(?:process(?:es)?|worker(?:s)?|rank|actor|child|subprocess|engine|engines|scheduler|pid|proc|replica"
+    r"|node|executor|server)\b"
+)
+# a subject, then (within the clause) a verb of dying; the rest of the clause may say how
+_DEATH = re.compile(
+    r"(?:\b(\d{1,7}) )?"
+    + _SUBJECT
+    + r"[^.;!?\n]{0,80}?\b(died|crashed|was killed|were killed|got killed|is dead|are dead"
+    r"|exited unexpectedly|exit unexpectedly|terminated unexpectedly|exited|terminated|failed)\b([^;\n]{0,100})",
+    re.IGNORECASE,
+)
+_CODE = re.compile(
+    r"(?:exit ?code|exitcode|return ?code|returncode|exit status)\s{0,3}(?:=|:|is|of)?\s{0,3}(-?\d{1,4})"
+    r"|signal\s{0,3}[:=]?\s{0,3}(\d{1,2}\b|SIG[A-Z]{2,6})"
+    r"|\b(SIG(?:KILL|SEGV|ABRT|BUS|FPE|ILL|TERM|INT|QUIT|HUP))\b",
+    re.IGNORECASE,
+)
+_STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "15", "2"})
+_HINTS = (
+    "died",
+    "rash",
+    "kill",
+    "Kill",
+    "xit",
+    "ermin",
+    "ault",
+    "dumped",
+    "Fatal",
+    "dead",
+    "ailed",
+    "rror (",
+    "nstruction",
+)
+
+
+def process_death(msg: str) -> Match | None:
+    """``("child_crashed", "critical", fields)`` when ``msg`` says a process died; None otherwise."""
+    head = msg[:400]
+    if not any(h in head for h in _HINTS):
+        return None
+    m = _RUNTIME.search(head)
+    if m is not None:
+        return "child_crashed", "critical", {"cause": m.group(0).lower()}
+    if _KILLED.match(head.strip()):
+        return "child_crashed", "critical", {"cause": "killed", "exit_code": -9}
+    d = _DEATH.search(head)
+    if d is None:
+        return None
+    if d.group(1) == "0":
+        return None  # "0 Workers ... killed": a count of none (Ray's memory monitor says it each period)
+    verb = d.group(2).lower()
+    code = _CODE.search(d.group(0))
+    fields: Fields = {"cause": verb}
+    failed = verb not in ("exited", "terminated", "failed")  # died, crashed, killed, ... unexpectedly
+    if code is not None:
+        if code.group(1) is not None:
+            n = int(code.group(1))
+            if n == 0:
+                return None
+            fields["exit_code"] = n
+            failed = True
+        else:
+            sig = (code.group(2) or code.group(3)).upper()
+            if sig in _STOP_SIGNALS:
+                return None
+            fields["signal"] = sig
+            failed = True
+    return ("child_crashed", "critical", fields) if failed else None

@@ -1,0 +1,64 @@
+"""A log that ends in an uncaught exception: the process it was raised in is gone, whatever the words.
+
+Engines word their deaths in as many ways as there are engines and versions (``Scheduler hit an exception``,
+``EngineCore failed to start``, ``Exception in ControllerSingle``, a launcher's summary ...), and each wording
+the rules know is read as a crash where it is printed. The structure underneath is the same in all of them:
+a Python exception raised out of the engine's own code, after which the log shows the launch get nowhere
+further: no start-up step, no ready line, no request served, no decode batch, no training step. Read from a log
+alone (nothing watches the process: a replay, a pasted excerpt), that is a death: a process that survives its
+exception goes on printing what it does. What is not a death:
+
+- an exception a request raised, handled by the HTTP server around it (its frames run through the ASGI stack);
+  the server answers 500 and goes on (an engine that died behind it is ``engine_dead``'s, read elsewhere);
+- an interrupt or an exit (``KeyboardInterrupt``, ``SystemExit``, a cancelled task): somebody stopped it;
+- a warning raised as an exception type (``...Warning``).
+
+With the agent watching the processes none of this is needed: the process's exit says it (app/detect/faults.py),
+so the rule holds only where no process or device was ever seen. Pure: launch state in, the signal out.
+"""
+
+from __future__ import annotations
+
+from agents import wire
+from app.rankstate import LaunchState, Signal
+from app.rankstate.reached import SAME_INSTANT_S
+
+# the frames of the HTTP stack that catches a request's exception and answers it
+_REQUEST_FRAMES = ("/starlette/", "/uvicorn/", "/fastapi/", "/aiohttp/", "/grpc/")
+# exception types that say somebody stopped the process, not that it failed
+_STOPS = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
+
+
+def logs_only(st: LaunchState) -> bool:
+    """Nothing but log lines were ever seen of this launch: no process, no device, no engine metrics."""
+    if st.procs or st.gen_tokens_total is not None:
+        return False
+    return not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in st.ranks.values())
+
+
+def raised(s: Signal) -> bool:
+    """An exception raised out of the engine's own code (not a request's, not an interrupt, not a warning)."""
+    if s.kind != wire.EventKind.TRACEBACK:
+        return False
+    # (an excerpt may keep the frames and lose the exception's line: frames alone are still one raised)
+    exc = str(s.fields.get("exc_type") or "Error").rsplit(".", 1)[-1]
+    if not exc.endswith(("Error", "Exception", "Failure", "Exit")) or exc in _STOPS:
+        return False
+    return not any(f in s.message for f in _REQUEST_FRAMES)
+
+
+def ended_in_exception(st: LaunchState) -> tuple[str | None, Signal] | None:
+    """(rank or None, traceback): the first exception after which the launch's log showed no further phase,
+    when only its log is known."""
+    if not logs_only(st):
+        return None
+    found = [(s.ts, lab, s) for lab, s in st.signals if raised(s)]
+    found += [(s.ts, r.label, s) for r in st.ranks.values() for s in r.signals if raised(s)]
+    if not found:
+        return None
+    found.sort(key=lambda x: x[0])
+    shown = st.shown_at
+    for ts, lab, s in found:
+        if shown is None or shown <= ts + SAME_INSTANT_S:
+            return lab, s
+    return None
