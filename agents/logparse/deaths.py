@@ -23,6 +23,7 @@ Match = tuple[str, str, Fields]
 # the runtime's and the shell's own words for a process it saw die
 _RUNTIME = re.compile(
     r"Segmentation fault|core dumped|Fatal Python error|Bus error \(|Illegal instruction|Floating point exception"
+    r"|Memory access fault by GPU"  # ROCm's HSA runtime, aborting the process (vllm#43605)
 )
 _KILLED = re.compile(r"(?:^|line \d{1,6}: +\d{1,10} )Killed\b")
 _SUBJECT = (

@@ -25,7 +25,7 @@ from .sglang import sglang_message
 from .summary import SpecSummary
 from .supervisors import supervisor_message
 from .torch_nccl import TORCH_STARTS, glog_severity, nccl_error, torch_message
-from .traceback import FRAME, START, Traceback
+from .traceback import FRAME, START, Traceback, exception_alone
 from .values import Fields
 from .vllm import vllm_message
 from .weights import weights_warning
@@ -373,9 +373,9 @@ class LogParser(Forms):
             self._tb.add(msg)
             return out
         elif not msg.startswith(_TB_SUFFIX):
-            out.append(
-                self._make(ts, "raw", level or guess_severity(msg), msg, rank, dict(extra) if extra else {})
-            )
+            exc = exception_alone(msg) if self.head is None and self._tb is None else None
+            kind, fields = ("traceback", exc) if exc else ("raw", dict(extra) if extra else {})
+            out.append(self._make(ts, kind, level or guess_severity(msg), msg, rank, fields))
         if msg.endswith(_TB_SUFFIX):
             if self._tb is not None:
                 out += self._tb_events(self._tb)

@@ -116,3 +116,15 @@ class Traceback:
 
     def message(self) -> str:
         return cut_message("\n".join(self.lines).rstrip("\n"))
+
+
+# an exception's own line at the start of a line of its own: "Exception: Capture cuda graph failed: ..."
+_ALONE = re.compile(r"((?:[a-z_]\w{0,40}\.){0,6}(?:[A-Z]\w{0,80}(?:Error|Exception)|Exception)): \S")
+
+
+def exception_alone(msg: str) -> Fields | None:
+    """The fields of an exception's line printed with no header and no traceback before it: an excerpt that kept
+    the line Python prints last and lost the frames above it (sglang#6033 quotes only that). A logger's line
+    that mentions an exception has a header; this is stderr's."""
+    m = _ALONE.match(msg)
+    return {"exc_type": m.group(1), "exc_message": msg[:512]} if m else None

@@ -251,6 +251,10 @@ class Detector:
         hang = self.tracked.get(f"hang:{crash.launch}")
         if hang is None or not hang.open or (crash.since or now) < hang.opened_at:
             return False
+        if crash.phase and hang.finding.phase and crash.phase != hang.finding.phase:
+            return (
+                False  # it died somewhere else than where it was thought stuck: it had moved on (sglang#2384)
+            )
         self.absorbed.add(crash.key)
         f = hang.finding
         st = fleet.launches.get(crash.launch or "")

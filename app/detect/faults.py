@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from agents import wire
 from app.detect.config import DetectConfig
-from app.detect.findings import Evidence, Finding, evidence, excerpt
-from app.detect.uncaught import ended_in_exception
+from app.detect.crashplace import crash_phase, frames_phase, nearby_tracebacks, traceback_row
+from app.detect.findings import Finding, evidence, excerpt
+from app.detect.uncaught import uncaught
 from app.rankstate import (
     CLEAN_EXIT_CODES,
     STARTUP_PHASES,
@@ -19,7 +20,6 @@ from app.rankstate import (
     rank_for_global,
 )
 from app.rankstate.infer import global_label, phase_from_traceback, unseen_start
-from app.rankstate.reached import reached_at
 
 CRASH_SIGNALS = frozenset(
     {
@@ -89,6 +89,10 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     phase = phase_before_crash(first)  # a rank that stalled and then died crashed where it stalled
     if phase == "starting" and unseen_start(first):  # "starting" for want of a line: ask the log's state
         phase = crash_phase(st, first_ts, tb) or phase
+    elif phase in STARTUP_PHASES and (raised_in := frames_phase(tb)) is not None:
+        phase = (
+            raised_in  # the frames say where it was raised, past the rank's last tagged step (sglang#2384)
+        )
     others = f" ({len(dead) - 1} more rank(s) went down after it)" if len(dead) > 1 else ""
     # several ranks gone in the same listing and nothing yet says which went first (no exit code: they are not
     # the agent's children; the launcher's "failed (exitcode ...)" line may still be on its way): hold a moment
@@ -151,52 +155,6 @@ def _deaths(r: RankState) -> list[Signal]:
     return [s for s in r.signals if s.kind in CRASH_SIGNALS]
 
 
-def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool = False) -> str | None:
-    """Where a crash happened, from the log's own state, one reading for every engine: the frames of its
-    traceback (a serving loop, a start-up step) say it first; else the last phase the launch's lines reached
-    before it (a start-up step, the ready line, a request served, a decode batch, a training step); a start-up
-    failure report with nothing before it is ``starting``; nothing shown, no phase. An exception whose frames
-    and log say nothing may still say what it was doing (creating a communicator: dist_init)."""
-    for s in tb:
-        phase = phase_from_traceback(s.message)
-        if phase is not None:
-            return phase
-    return reached_at(st, ts) or _said_phase(tb) or ("starting" if failed_start else None)
-
-
-# what an exception says it was doing, where neither its frames nor the log place it: creating a communicator
-# (HCCL's HcclCommInitRootInfo, NCCL's ncclCommInitRank, which vLLM and SGLang do in their distributed init)
-_SAID_PHASES = (("dist_init", ("CommInitRootInfo", "ncclCommInitRank", "init_process_group")),)
-
-
-def _said_phase(tb: list[Signal]) -> str | None:
-    for s in tb:
-        said = str(s.fields.get("exc_message") or "")[:2000]
-        for phase, words in _SAID_PHASES:
-            if any(w in said for w in words):
-                return phase
-    return None
-
-
-def nearby_tracebacks(st: LaunchState, ts: float, rank: str | None = None) -> list[Signal]:
-    """Tracebacks within two minutes of ``ts``: the rank's own, then the launch's untagged ones."""
-    own = [] if rank is None or (r := st.ranks.get(rank)) is None else r.signals
-    near = [s for s in own if s.kind == wire.EventKind.TRACEBACK and abs(s.ts - ts) <= 120]
-    return near + [
-        s
-        for lab, s in st.signals
-        if s.kind == wire.EventKind.TRACEBACK and lab in (None, rank) and abs(s.ts - ts) <= 120
-    ]
-
-
-def traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
-    """The first traceback near a crash, as one evidence row (its exception type and its last lines)."""
-    if not tb:
-        return []
-    exc = tb[0].fields.get("exc_type") or "exception"
-    return [evidence(tb[0].ts, rank, f"traceback ({exc})", tb[0].message[-600:])]
-
-
 def _unattributed_crash(st: LaunchState) -> Finding | None:
     """A supervisor's report that a worker died, naming none we know (Ray's OOM kill, vLLM's 'Got fatal
     signal from worker processes', 'EngineCore failed to start' with no worker line): a crash, no culprit."""
@@ -211,7 +169,7 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
         )
     ]
     if not sigs:
-        return _startup_traceback(st)
+        return _startup_traceback(st) or uncaught(st)
     sig = sigs[0]
     ev = [evidence(s.ts, None, s.kind.replace("_", " "), s.message[:400]) for s in sigs[:8]]
     tb = nearby_tracebacks(st, sig.ts)
@@ -260,29 +218,7 @@ def _startup_traceback(st: LaunchState) -> Finding | None:
             since=s.ts,
             phase=phase,
         )
-    return _uncaught(st)
-
-
-def _uncaught(st: LaunchState) -> Finding | None:
-    """The log ends in an exception the engine raised and nothing after it got anywhere (app/detect/uncaught.py):
-    suspected, since the log alone cannot show the process go."""
-    hit = ended_in_exception(st)
-    if hit is None:
-        return None
-    rank, s = hit
-    said = excerpt(f"{s.fields.get('exc_type') or 'exception'}: {s.fields.get('exc_message') or ''}", 160)
-    return Finding(
-        key=f"crash:{st.key}",
-        kind="rank_crashed",
-        launch=st.key,
-        summary=f"{rank or 'A process'} raised {said}, and the log shows nothing get further after it.",
-        culprit=rank,
-        ranks=[rank] if rank else [],
-        evidence=traceback_row([s], rank),
-        confidence="suspected",
-        since=s.ts,
-        phase=crash_phase(st, s.ts, [s]),
-    )
+    return None
 
 
 def _mismatch_behind(st: LaunchState, sig: Signal) -> str | None:

@@ -7,7 +7,7 @@ unexpectedly" / ``EngineDeadError``). Pure: launch state and ``now`` in, finding
 from __future__ import annotations
 
 from agents.wire import EventKind
-from app.detect import endings, faults
+from app.detect import crashplace, endings
 from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.detect.hangs import launch_phase
@@ -132,13 +132,13 @@ def engine_death(st: LaunchState, now: float) -> Finding | None:
     ]
     ev += [evidence(s.ts, None, "engine dead", excerpt(s.message, 300)) for s in said[:2]]
     tb = [s for _, s in st.signals if s.kind == EventKind.TRACEBACK and abs(s.ts - first_ts) <= 120]
-    ev += faults.traceback_row(tb, None)  # the rank crash's own row: one way to show a traceback
+    ev += crashplace.traceback_row(tb, None)  # the rank crash's own row: one way to show a traceback
     for r in st.ranks.values():
         if r.phase == "crashed" and r.exited_at is not None:
             ev.append(evidence(r.exited_at, r.label, "rank went down with it", f"process {r.pid} exited"))
     if live:
         ev.append(evidence(now, None, "ranks still alive", f"{len(live)}: they serve nothing without it"))
-    phase = faults.crash_phase(st, first_ts, tb)
+    phase = crashplace.crash_phase(st, first_ts, tb)
     if phase is None:
         phases = {r.phase for r in st.ranks.values() if r.phase in STARTUP_PHASES}
         phase = next(iter(sorted(phases)), None) or launch_phase(st)

@@ -20,8 +20,9 @@ so the rule holds only where no process or device was ever seen. Pure: launch st
 from __future__ import annotations
 
 from agents import wire
+from app.detect.crashplace import crash_phase, traceback_row
+from app.detect.findings import Finding, excerpt
 from app.rankstate import LaunchState, Signal
-from app.rankstate.reached import SAME_INSTANT_S
 
 # the frames of the HTTP stack that catches a request's exception and answers it
 _REQUEST_FRAMES = ("/starlette/", "/uvicorn/", "/fastapi/", "/aiohttp/", "/grpc/")
@@ -50,15 +51,31 @@ def raised(s: Signal) -> bool:
 def ended_in_exception(st: LaunchState) -> tuple[str | None, Signal] | None:
     """(rank or None, traceback): the first exception after which the launch's log showed no further phase,
     when only its log is known."""
-    if not logs_only(st):
+    if not logs_only(st) or not st.raised_since_shown:
         return None
-    found = [(s.ts, lab, s) for lab, s in st.signals if raised(s)]
-    found += [(s.ts, r.label, s) for r in st.ranks.values() for s in r.signals if raised(s)]
-    if not found:
+    since = set(st.raised_since_shown)
+    found = [(s.ts, lab, s) for lab, s in st.signals if s.ts in since and raised(s)]
+    found += [(s.ts, r.label, s) for r in st.ranks.values() for s in r.signals if s.ts in since and raised(s)]
+    return min(found, key=lambda x: x[0])[1:] if found else None
+
+
+def uncaught(st: LaunchState) -> Finding | None:
+    """The log ends in an exception the engine raised and nothing after it got anywhere (app/detect/uncaught.py):
+    suspected, since the log alone cannot show the process go."""
+    hit = ended_in_exception(st)
+    if hit is None:
         return None
-    found.sort(key=lambda x: x[0])
-    shown = st.shown_at
-    for ts, lab, s in found:
-        if shown is None or shown <= ts + SAME_INSTANT_S:
-            return lab, s
-    return None
+    rank, s = hit
+    said = excerpt(f"{s.fields.get('exc_type') or 'exception'}: {s.fields.get('exc_message') or ''}", 160)
+    return Finding(
+        key=f"crash:{st.key}",
+        kind="rank_crashed",
+        launch=st.key,
+        summary=f"{rank or 'A process'} raised {said}, and the log shows nothing get further after it.",
+        culprit=rank,
+        ranks=[rank] if rank else [],
+        evidence=traceback_row([s], rank),
+        confidence="suspected",
+        since=s.ts,
+        phase=crash_phase(st, s.ts, [s]),
+    )

@@ -61,9 +61,12 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             # SGLang 0.2's controller loop and its decode step (sglang#1087)
             "loop_for_forward",
             "forward_decode_batch",
+            # a request entering the engine (vLLM's LLMEngine / AsyncLLM add_request, LLM.generate)
+            "add_request",
+            "llm.py generate",
         ),
     ),
-    ("cuda_graph_capture", ("capture",)),
+    ("cuda_graph_capture", ("capture", "cuda_graph")),  # (SGLang's init_cuda_graphs, cuda_graph_runner.py)
     (
         "kv_alloc",
         (

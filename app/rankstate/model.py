@@ -229,9 +229,9 @@ class LaunchState:
     # (ts, phase) each time the log's own lines showed the launch further on (app/rankstate/reached.py: where
     # a crash that names no rank happened; not persisted, like the other log-reading state)
     reached: list[tuple[float, str]] = field(default_factory=list)
-    # the latest line that showed any phase at all, a repeat of the same one included: the log's last sign
-    # that the launch was still getting somewhere (not persisted either)
-    shown_at: float | None = None
+    # when each traceback came that no line showing a phase has followed yet, in the log's order (a repeat of
+    # the same phase included): exceptions after which the launch got nowhere (app/detect/uncaught.py)
+    raised_since_shown: list[float] = field(default_factory=list)
 
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)

@@ -15,6 +15,7 @@ from app.rankstate.model import LaunchState
 
 # event kinds bound once: an enum member read off its class costs ~0.1 µs, and this runs per record
 _HTTP_ACCESS, _PROGRESS, _RAW = wire.EventKind.HTTP_ACCESS, wire.EventKind.PROGRESS, wire.EventKind.RAW
+_TRACEBACK = wire.EventKind.TRACEBACK
 
 REACHED_KEEP = 32  # phase changes kept: a launch's start-up and a few restarts
 # a line printed in the same instant as the crash may still show where it was (the pasted excerpt's order)
@@ -72,11 +73,12 @@ def phase_shown(ev: wire.Event) -> str | None:
 
 
 def note_reached(st: LaunchState, ev: wire.Event) -> None:
+    if ev.kind == _TRACEBACK and len(st.raised_since_shown) < REACHED_KEEP:
+        st.raised_since_shown.append(ev.ts)
     phase = phase_shown(ev)
     if phase is None:
         return
-    if st.shown_at is None or ev.ts > st.shown_at:
-        st.shown_at = ev.ts
+    st.raised_since_shown.clear()
     if st.reached and st.reached[-1][1] == phase:
         return
     st.reached.append((ev.ts, phase))

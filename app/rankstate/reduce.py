@@ -160,6 +160,7 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
                 st.dirty.add(r.label)
     elif k == _CAPTURE_PROGRESS:
         st.shard_progress_at = ev.ts
+        _compile_mark(st, k)
     elif k in ENGINE_STEPS:
         _engine_step(st, ev)
     elif k == _ENGINE_DEAD:
@@ -199,8 +200,8 @@ def _phase_of(r: RankState) -> str:
 def _compile_mark(st: LaunchState, kind: str) -> None:
     if kind in (_WARMUP_BEGIN, _WARMUP_PROGRESS):
         st.compile_open = True
-    elif kind in (_WARMUP_END, _ENGINE_INIT_END, _SERVER_READY):
-        st.compile_open = False
+    elif kind in (_WARMUP_END, _ENGINE_INIT_END, _SERVER_READY, _CAPTURE_PROGRESS):
+        st.compile_open = False  # (a graph captured: the compile it follows is done, vllm#46933)
 
 
 def _engine_step(st: LaunchState, ev: wire.Event) -> None:

@@ -1,0 +1,65 @@
+"""Where a crash happened and what showed it: the phase from the log's own state (a traceback's frames, the last
+phase its lines reached, what the exception says it was doing) and the traceback rows of its evidence. Shared by
+the crash rules (faults.py, processes.py, uncaught.py). Pure: state in, a phase or rows out."""
+
+from __future__ import annotations
+
+from agents import wire
+from app.detect.findings import Evidence, evidence
+from app.rankstate import LaunchState, Signal
+from app.rankstate.infer import phase_from_traceback
+from app.rankstate.reached import reached_at
+
+
+def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool = False) -> str | None:
+    """Where a crash happened, from the log's own state, one reading for every engine: the frames of its
+    traceback (a serving loop, a start-up step) say it first; else the last phase the launch's lines reached
+    before it (a start-up step, the ready line, a request served, a decode batch, a training step); a start-up
+    failure report with nothing before it is ``starting``; nothing shown, no phase. An exception whose frames
+    and log say nothing may still say what it was doing (creating a communicator: dist_init)."""
+    return frames_phase(tb) or reached_at(st, ts) or _said_phase(tb) or ("starting" if failed_start else None)
+
+
+def frames_phase(tb: list[Signal]) -> str | None:
+    for s in tb:
+        phase = phase_from_traceback(s.message)
+        if phase is not None:
+            return phase
+    return None
+
+
+# what an exception says it was doing, where neither its frames nor the log place it: creating a communicator
+# (HCCL's HcclCommInitRootInfo, NCCL's ncclCommInitRank, which vLLM and SGLang do in their distributed init)
+# or capturing CUDA graphs (SGLang's "Capture cuda graph failed", vLLM's "... during CUDA graph capture")
+_SAID_PHASES = (
+    ("dist_init", ("commInitRootInfo", "ncclcomminitrank", "init_process_group")),
+    ("cuda_graph_capture", ("cuda graph", "cudagraph", "graph capture")),
+)
+
+
+def _said_phase(tb: list[Signal]) -> str | None:
+    for s in tb:
+        said = str(s.fields.get("exc_message") or "")[:2000].lower()
+        for phase, words in _SAID_PHASES:
+            if any(w.lower() in said for w in words):
+                return phase
+    return None
+
+
+def nearby_tracebacks(st: LaunchState, ts: float, rank: str | None = None) -> list[Signal]:
+    """Tracebacks within two minutes of ``ts``: the rank's own, then the launch's untagged ones."""
+    own = [] if rank is None or (r := st.ranks.get(rank)) is None else r.signals
+    near = [s for s in own if s.kind == wire.EventKind.TRACEBACK and abs(s.ts - ts) <= 120]
+    return near + [
+        s
+        for lab, s in st.signals
+        if s.kind == wire.EventKind.TRACEBACK and lab in (None, rank) and abs(s.ts - ts) <= 120
+    ]
+
+
+def traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
+    """The first traceback near a crash, as one evidence row (its exception type and its last lines)."""
+    if not tb:
+        return []
+    exc = tb[0].fields.get("exc_type") or "exception"
+    return [evidence(tb[0].ts, rank, f"traceback ({exc})", tb[0].message[-600:])]

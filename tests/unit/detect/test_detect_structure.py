@@ -1,0 +1,85 @@
+"""Structure over wording in the detector (issue 31, batches 16 and 17): a log that ends in an exception the
+engine raised, the phase from what the frames, the exception and the watchdog say, a capture that follows a
+compile. Lines verbatim from the public threads named (tests/corpus keeps each excerpt)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.paths import CORPUS
+from tests.support.replaylines import run_log
+
+
+def lines_of(stem: str) -> list[str]:
+    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+
+
+def test_frames_cut_before_their_exception_are_still_an_uncaught_exception(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/397: GRPOTrainer's start-up traceback, cut by the stored copy
+    (inc,) = run_log(tmp_path, lines_of("vllm-ascend-397"), 2025).incidents
+    assert (inc.kind, inc.confidence) == ("rank_crashed", "suspected")
+    assert "nothing get further" in inc.summary
+
+
+def test_an_exception_with_progress_after_it_is_no_death(tmp_path: Path) -> None:
+    # an exception's lines (sglang#6033), then a decode batch of a server that goes on (sglang#29853's line)
+    decode = [ln for ln in lines_of("sglang-sglang-29853") if "Decode batch" in ln][:1]
+    assert decode
+    assert run_log(tmp_path, lines_of("sglang-sglang-6033") + decode, 2026).incidents == []
+    (inc,) = run_log(tmp_path, decode + lines_of("sglang-sglang-6033"), 2026, name="after.log").incidents
+    assert inc.kind == "rank_crashed"
+
+
+def test_a_requests_exception_answered_by_the_http_server_is_no_death(tmp_path: Path) -> None:
+    # https://github.com/Kludex/starlette/issues/484: uvicorn logs the request's traceback and answers 500
+    lines = [
+        "ERROR: Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/home/jordi/Documents/vinissimus/checkout/env/lib/python3.7/site-packages/uvicorn/protocols/http/'
+        'httptools_impl.py", line 368, in run_asgi',
+        "    result = await app(self.scope, self.receive, self.send)",
+        '  File "/home/jordi/Documents/vinissimus/checkout/env/lib/python3.7/site-packages/uvicorn/middleware/'
+        'asgi2.py", line 6, in __call__',
+        "    instance = self.app(scope)",
+        "TypeError: 'NoneType' object is not callable",
+    ]
+    assert run_log(tmp_path, lines, 2019).incidents == []
+
+
+def test_an_exceptions_line_quoted_alone_is_a_crash_where_it_says_it_was(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/6033: the three lines of SGLang's capture failure, no header
+    (inc,) = run_log(tmp_path, lines_of("sglang-sglang-6033"), 2025).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "cuda_graph_capture")
+
+
+def test_a_crash_past_where_a_hang_was_suspected_is_its_own_crash(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/2384: weight loading, 11 minutes the excerpt skips, then TP3's
+    # traceback out of init_cuda_graphs: the launch had moved on to capture, the crash is no hang's consequence
+    incidents = run_log(tmp_path, lines_of("sglang-sglang-2384"), 2024).incidents
+    crash = [i for i in incidents if i.kind == "rank_crashed"]
+    assert [(i.phase, i.culprit) for i in crash] == [("cuda_graph_capture", "TP3")]
+
+
+def test_a_first_collective_that_never_completed_is_a_hang_in_distributed_init(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/5458: WorkNCCL(SeqNum=1, ...), last completed NCCL work: 0
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllm-5458"), 2024).incidents
+    assert (inc.kind, inc.phase) == ("nccl_timeout", "dist_init")
+
+
+def test_broadcast_waits_after_a_capture_began_are_a_hang_in_capture_not_a_compile(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/46933: torch.compile done, capture at 1/83 (its bar glued to a
+    # worker's line), then the engine core's once-a-minute broadcast waits
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllm-46933"), 2026, stalled_for_s=300).incidents
+    assert (inc.kind, inc.phase) == ("suspected_deadlock", "cuda_graph_capture")
+
+
+def test_rocms_memory_access_fault_is_the_process_aborting(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/43605: the HSA runtime's report on an MI355X during start-up
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllm-43605"), 2026).incidents
+    assert inc.kind == "rank_crashed"
+
+
+def test_an_engine_dead_raised_into_llm_generate_is_a_crash_in_serving(tmp_path: Path) -> None:
+    # https://github.com/LMCache/LMCache/issues/969: the offline API's generate() finds its engine core dead
+    (inc,) = run_log(tmp_path, lines_of("vllm-lmcache-969"), 2025).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
