@@ -174,8 +174,13 @@ def process_label(pid: int) -> str:
     return f"pid{pid}"
 
 
+# the log itself, standing in where no line names a rank or a process (app/rankstate/unnamed.py)
+LOG = "log"
+
+
 def is_process(label: str) -> bool:
-    return _PROCESS.match(label) is not None
+    """A stand-in, not a rank: a process by its pid, or the log itself."""
+    return label == LOG or _PROCESS.match(label) is not None
 
 
 def canonical(label: str, labels: Collection[str]) -> str:

@@ -26,8 +26,9 @@ RANK_ONLY = re.compile(r"\[((?:[A-Z][A-Z_]{0,10}\d{1,5} ?){1,8})\] ")
 # [12-11 17:47:40] msg: a month-day time in brackets (diffusion/omni forks of vLLM)
 BRACKET_MD = re.compile(r"\[(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?\] ?")
 # [rank6]:[E207 01:29:36.730311765 ProcessGroupNCCL.cpp:616]  /  [rank25]:[E ProcessGroupNCCL.cpp:1316]
+# (a rank tag capitalised and a level letter outside IWEF are read the same: verl#1420's "[Rank7]:[T506 ...")
 GLOG = re.compile(
-    r"(?:\[rank(\d{1,7})\]:)?\[([IWEF])(?:(\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?)?(?: \d{1,10})? ?"
+    r"(?:\[[Rr]ank(\d{1,7})\]:)?\[([A-Z])(?:(\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?)?(?: \d{1,10})? ?"
     r"([\w./+-]{1,200}:\d{1,7})\] ?"
 )
 # torchrun / torch.distributed python logging: W1201 07:40:06.132000 28272 torch/distributed/run.py:874] msg

@@ -17,7 +17,13 @@ def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool
     before it (a start-up step, the ready line, a request served, a decode batch, a training step); a start-up
     failure report with nothing before it is ``starting``; nothing shown, no phase. An exception whose frames
     and log say nothing may still say what it was doing (creating a communicator: dist_init)."""
-    return frames_phase(tb) or reached_at(st, ts) or _said_phase(tb) or ("starting" if failed_start else None)
+    return (
+        frames_phase(tb)
+        or reached_at(st, ts)
+        or _said_phase(tb)
+        or _collective_phase(tb)
+        or ("starting" if failed_start else None)
+    )
 
 
 def frames_phase(tb: list[Signal]) -> str | None:
@@ -63,3 +69,10 @@ def traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:
         return []
     exc = tb[0].fields.get("exc_type") or "exception"
     return [evidence(tb[0].ts, rank, f"traceback ({exc})", tb[0].message[-600:])]
+
+
+def _collective_phase(tb: list[Signal]) -> str | None:
+    """An exception out of a torch.distributed collective (barrier, all_reduce, broadcast ...) before the log
+    showed the launch reach anything: its first collectives are the wiring of its process groups
+    (LlamaFactory#3839's barrier right after init_process_group)."""
+    return "dist_init" if any("distributed_c10d.py" in s.message for s in tb) else None

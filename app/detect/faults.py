@@ -158,7 +158,9 @@ def _deaths(r: RankState) -> list[Signal]:
 def _unattributed_crash(st: LaunchState) -> Finding | None:
     """A supervisor's report that a worker died, naming none we know (Ray's OOM kill, vLLM's 'Got fatal
     signal from worker processes', 'EngineCore failed to start' with no worker line): a crash, no culprit."""
+    # (any rank's report, or the launch's: the abort's line names no rank, the watchdog's may, accelerate#3861)
     timeouts = [x.ts for _, x in st.signals if x.kind in TIMEOUT_REPORTS]
+    timeouts += [x.ts for r in st.ranks.values() for x in r.signals if x.kind in TIMEOUT_REPORTS]
     sigs = [
         s
         for lab, s in st.signals

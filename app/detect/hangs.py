@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from agents import ranklabel
-from agents.wire import EventKind
 from app.detect import cadence
 from app.detect.config import DetectConfig
 from app.detect.culprit import (
@@ -45,24 +44,11 @@ def launch_phase(st: LaunchState) -> str | None:
     voted = (known or phases).most_common(1)[0][0] if phases else None
     # the log's own lines showed a later start-up step than any rank's tagged ones (a capture bar printed
     # without its worker's prefix, vllm#46933): the launch got that far
-    if voted in (None, "starting") and _first_collective_stuck(st):
-        return "dist_init"
     if st.reached and voted in STARTUP_PHASES:
         at, shown = st.reached[-1]
         if shown in STARTUP_PHASES and all(at > r.phase_since for r in live):
             return shown
     return voted
-
-
-def _first_collective_stuck(st: LaunchState) -> bool:
-    """PyTorch's watchdog says the group never completed a collective (its first, ``SeqNum=1``, timed out, or
-    ``last completed NCCL work: 0``): the communicator never worked, the launch was still wiring itself up."""
-    sigs = [s for _, s in st.signals] + [s for r in st.ranks.values() for s in r.signals]
-    return any(
-        (s.kind == EventKind.NCCL_TIMEOUT and s.fields.get("seq") == 1)
-        or (s.kind == EventKind.NCCL_WORK_UPDATE and s.fields.get("completed") == 0)
-        for s in sigs
-    )
 
 
 def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tuple[str, int]]:

@@ -9,7 +9,7 @@ capturing CUDA graphs. Pure functions over the rank state, no clock.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from agents import ranklabel, wire
 from app.rankstate.model import (
@@ -84,7 +84,7 @@ _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "dist_init",
         (
             "init_torch_distributed",
-            "init_distributed_environment",
+            "init_distributed",  # (init_distributed_environment, DeepSpeed's comm.init_distributed)
             "initialize_model_parallel",
             "init_process_group",  # torch.distributed's own, and its rendezvous (the TCPStore connect)
             "rendezvous",
@@ -120,16 +120,20 @@ def global_label(labels: Iterable[str], n: int) -> str | None:
     return None
 
 
+def phase_of_code(path: str, function: str) -> str | None:
+    """The phase code at ``path`` in ``function`` runs in: a traceback's frame, or a log record's own source
+    location (DeepSpeed's ``[comm.py:637:init_distributed]``)."""
+    where = f"{path.rsplit('/', 1)[-1]} {function}".lower()
+    for phase, words in _FRAME_PHASES:
+        if any(w in where for w in words):
+            return phase
+    return None
+
+
 def phase_from_traceback(text: str) -> str | None:
     """The phase a traceback was raised in, from its frames. An outermost serving loop decides (a weight
     update or a graph replay inside it is still serving); otherwise the innermost start-up step does."""
-    found: list[str] = []
-    for m in _FRAME.finditer(text):
-        where = f"{m.group(1).rsplit('/', 1)[-1]} {m.group(2)}".lower()
-        for phase, words in _FRAME_PHASES:
-            if any(w in where for w in words):
-                found.append(phase)
-                break
+    found = [p for m in _FRAME.finditer(text) if (p := phase_of_code(m.group(1), m.group(2))) is not None]
     if not found:
         return None
     if found[0] == "serving":
@@ -191,7 +195,7 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
         return phase_from_traceback(ev.message)
     if k in (_NCCL_TIMEOUT, _NCCL_WORK_UPDATE, _NCCL_DUMP):
         seen = [v for key in ("seq", "failed_work", "completed") if isinstance(v := ev.fields.get(key), int)]
-        if ev.fields.get("completed") == -1:
+        if first_collective_stuck(ev.fields):
             return "dist_init"  # its process group never completed a collective: still setting up
         # thousands of collectives completed: long past start-up (which takes tens to hundreds)
         return "serving" if seen and max(seen) >= SERVING_COLLECTIVES else None
@@ -212,6 +216,12 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
 
 
 BATCHES = frozenset({"decode_batch", "prefill_batch"})
+
+
+def first_collective_stuck(fields: Mapping[str, object]) -> bool:
+    """PyTorch's watchdog says the group never completed a collective: ``last completed NCCL work: -1`` (newer
+    releases) or ``0`` (older ones, vllm#5458), or its first collective (``SeqNum=1``) is the one that timed out."""
+    return fields.get("completed") in (-1, 0) or (fields.get("seq") == 1 and "op_type" in fields)
 
 
 def batch_phase(st: LaunchState, r: RankState, ev: wire.Event) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 
 from agents import wire
+from app.rankstate.infer import phase_of_code
 from app.rankstate.model import LaunchState
+from app.rankstate.phases import STARTUP_PHASES
 
 # event kinds bound once: an enum member read off its class costs ~0.1 µs, and this runs per record
 _HTTP_ACCESS, _PROGRESS, _RAW = wire.EventKind.HTTP_ACCESS, wire.EventKind.PROGRESS, wire.EventKind.RAW
@@ -52,6 +54,8 @@ _LOSS = re.compile(r"\bloss\b['\"]?\s{0,3}[:=]?\s{0,3}[-+]?\d|\b(?:forward|backw
 _STEP = re.compile(r"\b(?:step|epoch|iteration|iter|global_step)\b|\[\d{1,9}/\d{1,9}\]", re.IGNORECASE)
 # requests an inference server answers (not its probes): the server was serving
 _REQUEST_METHODS = frozenset({"POST", "PUT"})
+# the engine's own log of a request coming in or going out (vLLM's request logger and its engine client)
+_REQUEST_LINES = ("Received request ", "Added request ", "Finished request ", "Aborted request ")
 
 
 def phase_shown(ev: wire.Event) -> str | None:
@@ -65,6 +69,13 @@ def phase_shown(ev: wire.Event) -> str | None:
     if k == _PROGRESS and str(ev.fields.get("desc", "")).startswith("Processed prompts"):
         return "serving"  # vLLM's offline LLM.generate(): the engine is up and generating
     # (a level-less line's severity is the parser's guess from its words: only an error's is telling)
+    if k == _RAW and ev.message.startswith(_REQUEST_LINES):
+        return "serving"
+    where = ev.fields.get("source_file")  # a logger that names its function: "comm.py:637:init_distributed"
+    if k == _RAW and isinstance(where, str) and where.count(":") == 2:
+        path, _, function = where.split(":")
+        if (phase := phase_of_code(path, function)) in STARTUP_PHASES:
+            return phase
     if k in (_RAW, _PROGRESS) and ev.severity not in ("error", "critical"):
         text = ev.message[:400]
         if _LOSS.search(text) and _STEP.search(text):

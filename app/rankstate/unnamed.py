@@ -65,6 +65,8 @@ def stand_ins(st: LaunchState) -> list[RankState]:
     serves (a ready line, a decode line: the serving rules judge it by its requests, not its processes)."""
     if st.ranks or st.ready_at is not None or st.last_decode_at is not None:
         return []
+    if not st.unnamed:
+        return _the_log(st)
     seen = {u.pid for u in st.unnamed.values()}
     clash = len(seen) < len(st.unnamed)  # the same pid on two hosts: say which host
     out = []
@@ -86,3 +88,24 @@ def stand_ins(st: LaunchState) -> list[RankState]:
         r.phases.append(PhaseSpan(u.phase, u.first_seen))
         out.append(r)
     return out
+
+
+def _the_log(st: LaunchState) -> list[RankState]:
+    """No line names a rank or a process (DeepSpeed's "[comm.py:637:init_distributed] ..." lines, onlinerlhf#11):
+    the log itself stands in, in the start-up step its lines last showed, quiet from its last line."""
+    if st.last_line_at is None or not st.reached or st.reached[-1][1] not in STARTUP_PHASES:
+        return []
+    at, phase = st.reached[-1]
+    first = st.reached[0][0]
+    r = RankState(
+        label=ranklabel.LOG,
+        host="",
+        first_seen=first,
+        phase=phase,
+        phase_since=at,
+        last_progress_at=st.last_line_at,
+        last_progress_what="the log's last line",
+        last_seen=st.last_line_at,
+    )
+    r.phases.append(PhaseSpan(phase, at))
+    return [r]

@@ -83,3 +83,40 @@ def test_an_engine_dead_raised_into_llm_generate_is_a_crash_in_serving(tmp_path:
     # https://github.com/LMCache/LMCache/issues/969: the offline API's generate() finds its engine core dead
     (inc,) = run_log(tmp_path, lines_of("vllm-lmcache-969"), 2025).incidents
     assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
+
+
+def test_a_cpp_abort_next_to_a_ranks_own_watchdog_report_is_the_watchdogs_abort(tmp_path: Path) -> None:
+    # https://github.com/huggingface/accelerate/issues/3861: 'terminate called ...' (no rank) beside rank 2's
+    # '[rank2]:[E1128 ...] Process group watchdog thread terminated with exception: ... timeout'
+    (inc,) = run_log(tmp_path, lines_of("pytorch-accelerate-3861"), 2024).incidents
+    assert inc.kind == "nccl_timeout"
+
+
+def test_an_exception_out_of_a_collective_before_any_step_is_a_crash_in_distributed_init(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/hiyouga/LlamaFactory/issues/3839: torch.distributed's barrier raising HCCL's error
+    (inc,) = run_log(tmp_path, lines_of("pytorch-llamafactory-3839"), 2024).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "dist_init")
+
+
+def test_a_log_naming_no_rank_or_process_stands_in_for_itself(tmp_path: Path) -> None:
+    # https://github.com/OpenRLHF/Online-RLHF/issues/11: DeepSpeed's '[comm.py:668:init_distributed] ...', then
+    # nothing: the logger's own function says where it stopped; the log is no culprit
+    lines = lines_of("pytorch-onlinerlhf-11")
+    assert run_log(tmp_path, lines, 2024, stalled_for_s=60).incidents == []
+    (inc,) = run_log(tmp_path, lines, 2024, name="later.log", stalled_for_s=300).incidents
+    assert (inc.kind, inc.phase, inc.culprit) == ("suspected_deadlock", "dist_init", None)
+
+
+def test_a_capitalised_rank_tag_and_an_unknown_level_letter_are_still_pytorchs_header(tmp_path: Path) -> None:
+    # https://github.com/volcengine/verl/issues/1420: '(WorkerDict pid=66442) [Rank7]:[T506 14:16:14.48 ...]'
+    (inc,) = run_log(tmp_path, lines_of("ray-verl-1420"), 2025).incidents
+    assert inc.kind == "nccl_timeout"
+
+
+def test_the_engines_request_log_shows_it_serving(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/2712: 'Received request ...', 'Added request ...', then a
+    # worker's HCCL failure two minutes on
+    (inc,) = run_log(tmp_path, lines_of("vllm-ascend-2712"), 2025).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
