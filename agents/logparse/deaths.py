@@ -24,6 +24,7 @@ Match = tuple[str, str, Fields]
 _RUNTIME = re.compile(
     r"Segmentation fault|core dumped|Fatal Python error|Bus error \(|Illegal instruction|Floating point exception"
     r"|Memory access fault by GPU"  # ROCm's HSA runtime, aborting the process (vllm#43605)
+    r"|MPI_ABORT was invoked"  # MPI's runtime taking the job down (TensorRT-LLM#2813)
 )
 _KILLED = re.compile(r"(?:^|line \d{1,6}: +\d{1,10} )Killed\b")
 _SUBJECT = (
@@ -35,7 +36,8 @@ _DEATH = re.compile(
     r"(?:\b(\d{1,7}) )?"
     + _SUBJECT
     + r"[^.;!?\n]{0,80}?\b(died|crashed|was killed|were killed|got killed|is dead|are dead"
-    r"|exited unexpectedly|exit unexpectedly|terminated unexpectedly|exited|terminated|failed)\b([^;\n]{0,100})",
+    r"|exited unexpectedly|exit unexpectedly|terminated unexpectedly|returned a non-zero exit code"
+    r"|exited|terminated|failed)\b([^;\n]{0,100})",
     re.IGNORECASE,
 )
 _CODE = re.compile(
@@ -46,6 +48,9 @@ _CODE = re.compile(
 )
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "15", "2"})
 _HINTS = (
+    "Memory access",
+    "MPI_ABORT",
+    "non-zero",
     "died",
     "rash",
     "kill",

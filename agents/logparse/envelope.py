@@ -46,6 +46,8 @@ _INNER = re.compile(
     r"\[(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|debug|info|warning|warn|error|critical|fatal)\] "
     r"(?:\[\d{1,10}\] )?(?:\[([\w./-]{1,128}:\d{1,7}(?::\w{1,64})?)\] )?"
 )
+# loguru's default format behind its time and level: "2025-01-01 10:00:00.123 | INFO     | __main__:main:12 - msg"
+_LOGURU = re.compile(r"\s{0,8}\| ([\w.<>-]{1,128}):([\w<>]{1,64}):(\d{1,7}) - ")
 TERMINATE = "terminate called after throwing an instance of"
 
 
@@ -96,8 +98,9 @@ def unglue(s: str) -> tuple[str, str] | None:
     if m is None:
         return None
     before = s[: m.start()]
-    if not before.strip(_ENVELOPE_CHARS) or before.endswith(("] ", ") ")):
-        # only a stamp or a quote in front, or a launcher's or collector's label ('[80746] ', 'node-7 [stderr] '):
+    if not before.strip(_ENVELOPE_CHARS) or before.endswith(("] ", ") ", "]:", ">:")):
+        # only a stamp or a quote in front, or a launcher's or collector's label ('[80746] ', 'node-7 [stderr] ',
+        # OpenMPI's '[1,0]<stderr>:', torchrun's '[default0]:'):
         # the line's envelope, which peel() and the wrappers take off, not a line of its own
         return None
     return before, s[m.start() :]
@@ -105,7 +108,11 @@ def unglue(s: str) -> tuple[str, str] | None:
 
 def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str, str | None, Fields | None]:
     """The message without a logger's bracketed fields in front, the level they name, the source location."""
-    m = _INNER.match(msg) if msg[:1] == "[" else None
+    c = msg[:1]
+    if c in " |" and (lg := _LOGURU.match(msg)) is not None:  # loguru's "| module:function:line - msg"
+        where = f"{lg.group(1)}:{lg.group(3)}:{lg.group(2)}"  # as the others: file:line:function
+        return msg[lg.end() :], level, {**(extra or {}), "source_file": where[:128]}
+    m = _INNER.match(msg) if c == "[" else None
     if m is None:
         return msg, level, extra
     if m.group(2):

@@ -109,8 +109,17 @@ RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]: ?")
 TASK = re.compile(r"(\d{1,5}): ")
 LEVEL_RECORD = re.compile(r"\[(?:ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\] \d")
 PID_PREFIX = re.compile(r"\[(\d{1,10})\] ")
+# pdsh / clush: the node's name (one with a digit: gpu07, node-3, worker-1.cluster) and ': ' before the line,
+# when an engine's header follows
+HOST_LABEL = re.compile(
+    r"((?!rank\d)[a-z][\w-]{0,62}\d[\w.-]{0,120}): "
+    r"(?=[\[(]|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |[IWEF]\d{4} |\d{4}-\d\d-\d\d)"
+)
 STREAM = re.compile(r"([\w.-]{1,253}) \[(?:stdout|stderr)\] ")
 POD = re.compile(r"\[(pod/[^\]\s]{1,300})\] ")
+# launchers' per-process tags: OpenMPI's --tag-output "[1,3]<stderr>:" (job, rank, stream) and torchrun's
+# --tee / --log-dir "[default3]:" (its local rank), each in front of every line the process writes
+LAUNCH_TAG = re.compile(r"\[(?:\d{1,5},(\d{1,6})\]<std(?:out|err)>|default(\d{1,5})\]):")
 
 LEVELS = {
     "DEBUG": "debug",
@@ -178,10 +187,12 @@ def unwrap(s: str) -> Wrapped:
                 fields["global_rank"] = int(m.group(1))
                 rank = ranklabel.torch_label(int(m.group(1)))  # the rank PyTorch names: rank3
             else:
-                m = PID_PREFIX.match(s) or POD.match(s) or COMPOSE.match(s)
+                m = PID_PREFIX.match(s) or POD.match(s) or LAUNCH_TAG.match(s) or COMPOSE.match(s)
                 if not m or not headed(s[m.end() :]):
                     break
-                if m.re is POD:
+                if m.re is LAUNCH_TAG:
+                    fields["task"] = int(m.group(1) or m.group(2))
+                elif m.re is POD:
                     fields["pod"] = m.group(1)[:128]
                 elif m.re is PID_PREFIX:
                     fields.setdefault("pid", int(m.group(1)))
@@ -210,10 +221,7 @@ def unwrap(s: str) -> Wrapped:
                 break
             fields["host"] = m.group(1)[:128]
             s = s[m.end() :]
-        elif c.isalnum() and "] " in s[:270]:
-            m = STREAM.match(s)
-            if not m:
-                break
+        elif c.isalnum() and (m := STREAM.match(s) or HOST_LABEL.match(s)) is not None:
             fields["host"] = m.group(1)[:128]
             s = s[m.end() :]
         else:
@@ -237,8 +245,8 @@ def wrapped(s: str) -> bool:
         if c1 == "r":
             return s.startswith("[rank") and not s.startswith("]:[", s.find("]"))
         if c1.isdigit():
-            return "m" in s[2:5] or "] " in s[2:13]
-        return c1 == "p" or "] | " in s[:120]
+            return "m" in s[2:5] or "] " in s[2:13] or "]<std" in s[2:14]
+        return c1 == "p" or (c1 == "d" and s.startswith("[default")) or "] | " in s[:120]
     if c == "*":
         return s.startswith("**")
     if c == "(" or c == "\x1b" or c == " " or c == "\ufffd" or c in _PANEL or s.endswith("cluster]"):
@@ -249,6 +257,7 @@ def wrapped(s: str) -> bool:
         ("| " in s[:150] and "%|" not in s[:150])
         or " [std" in s[:270]
         or ("pid=" in s[:220] and ") " in s[:260])
+        or (c.islower() and ": " in s[2:66] and HOST_LABEL.match(s) is not None)
     )
 
 

@@ -77,3 +77,41 @@ def test_an_ending_said_in_the_same_words_as_a_clean_stop_is_no_death() -> None:
     assert process_death("Worker process exited with exit code 0") is None
     assert process_death("engine process terminated by signal SIGTERM") is None
     assert process_death("The process group failed to initialize, retrying") is None
+
+
+def test_launchers_per_process_tags_and_a_nodes_name_are_envelope() -> None:
+    # OpenMPI's --tag-output ("[job,rank]<stream>:", mpirun(1)), torchrun's --tee ("[default<local rank>]:",
+    # torch.distributed.elastic's docs) and pdsh's "node: " in front of the lines of the processes they run
+    glog = (
+        "[rank0]:[E1101 17:03:05.825934647 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=8, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600086 "
+        "milliseconds before timing out."
+    )
+    for tag, task in (("[1,3]<stderr>:", 3), ("[default3]:", 3)):
+        ev = one(tag + glog, year=2025)
+        check(ev, "nccl_timeout", None, None, task=task, global_rank=0)
+    ev = one(
+        "gpu-node-07: [2025-01-03 10:00:00 TP0] Capture cuda graph begin. This can take up to several minutes."
+    )
+    check(ev, "capture_begin", "TP0", "2025-01-03T10:00:00", host="gpu-node-07")
+    # a line that only looks like one ("Error: ...") is not a host's
+    assert one("Error: [Errno 111] Connection refused").message.startswith("Error: ")
+
+
+def test_loguru_s_fields_behind_its_stamp_are_the_logger_s() -> None:
+    # loguru's default format (used by RL trainers around the engines): time | level | module:function:line - msg
+    ev = one("2025-01-01 10:00:00.123 | ERROR    | __main__:main:12 - Engine died, exit code: -9")
+    check(ev, "child_crashed", None, "2025-01-01T10:00:00.123", source_file="__main__:12:main", exit_code=-9)
+
+
+def test_mpis_reports_of_a_rank_going_down_are_deaths() -> None:
+    # TensorRT-LLM under mpirun: https://github.com/NVIDIA/TensorRT-LLM/issues/1700, #2813 and
+    # https://github.com/triton-inference-server/tensorrtllm_backend/issues/206
+    for line in (
+        "mpirun noticed that process rank 6 with PID 0 on node xxxxxxxx exited on signal 9 (Killed).",
+        "MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD with errorcode 1.",
+        "Primary job  terminated normally, but 1 process returned a non-zero exit code. Per user-direction, the job "
+        "has been aborted.",
+        "mpirun noticed that process rank 0 with PID 0 on node ubuntu exited on signal 11 (Segmentation fault).",
+    ):
+        assert process_death(line) is not None, line
