@@ -120,3 +120,10 @@ def test_the_engines_request_log_shows_it_serving(tmp_path: Path) -> None:
     # worker's HCCL failure two minutes on
     (inc,) = run_log(tmp_path, lines_of("vllm-ascend-2712"), 2025).incidents
     assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
+
+
+def test_a_watchdog_killed_by_the_devices_error_is_a_crash_in_what_the_log_was_doing(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/3658: DP attention prefills, then rank 2's watchdog thread
+    # 'terminated with exception: CUDA error: an illegal memory access' (not a timeout)
+    (inc,) = run_log(tmp_path, lines_of("sglang-sglang-3658"), 2025).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
