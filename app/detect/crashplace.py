@@ -7,7 +7,7 @@ from __future__ import annotations
 from agents import wire
 from app.detect.findings import Evidence, evidence
 from app.rankstate import LaunchState, Signal
-from app.rankstate.infer import phase_from_traceback
+from app.rankstate.codephase import phase_from_traceback
 from app.rankstate.reached import reached_at
 
 

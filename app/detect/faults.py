@@ -19,7 +19,8 @@ from app.rankstate import (
     phase_before_crash,
     rank_for_global,
 )
-from app.rankstate.infer import global_label, phase_from_traceback, unseen_start
+from app.rankstate.codephase import phase_from_traceback
+from app.rankstate.infer import global_label, unseen_start
 
 CRASH_SIGNALS = frozenset(
     {

@@ -8,10 +8,10 @@ capturing CUDA graphs. Pure functions over the rank state, no clock.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from agents import ranklabel, wire
+from app.rankstate.codephase import phase_from_traceback
 from app.rankstate.model import (
     Fleet,
     LaunchState,
@@ -33,65 +33,6 @@ _NCCL_TIMEOUT, _NCCL_WORK_UPDATE = wire.EventKind.NCCL_TIMEOUT, wire.EventKind.N
 _SHARD_PROGRESS, _SPEC_METRICS = wire.EventKind.SHARD_PROGRESS, wire.EventKind.SPEC_METRICS
 _WATCHDOG_DEBUG, _WATCHDOG_TIMEOUT = wire.EventKind.WATCHDOG_DEBUG, wire.EventKind.WATCHDOG_TIMEOUT
 
-# Python traceback frames: File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 296, in capture
-_FRAME = re.compile(r'File "([^"\n]{1,400})", line \d+, in ([\w<>.]{1,120})')
-# (phase, words in a frame's file or function), checked in order for each frame
-_FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # a weight update (init_weights_update_group, update_weights_from_distributed/_tensor/_disk) is an RL
-    # trainer calling a server that is up: SGLang and vLLM take it only once they serve
-    (
-        "serving",
-        (
-            "event_loop",
-            "run_batch",
-            "busy_loop",
-            "execute_model",
-            "process_input_queue",
-            "weights_update",
-            "update_weights",
-            # the front ends' request paths and the executors' step loops: a request was being served
-            # (vLLM V1's AsyncLLM output_handler / get_output, the OpenAI server's stream generators,
-            # TensorRT-LLM's PyExecutor loop; not a bare forward_step, which is Megatron's training step)
-            "output_handler",
-            "get_output",
-            "stream_generator",
-            "create_chat_completion",
-            "create_completion",
-            "executor_loop",
-            # SGLang 0.2's controller loop and its decode step (sglang#1087)
-            "loop_for_forward",
-            "forward_decode_batch",
-            # a request entering the engine (vLLM's LLMEngine / AsyncLLM add_request, LLM.generate)
-            "add_request",
-            "llm.py generate",
-        ),
-    ),
-    ("cuda_graph_capture", ("capture", "cuda_graph")),  # (SGLang's init_cuda_graphs, cuda_graph_runner.py)
-    (
-        "kv_alloc",
-        (
-            "init_memory_pool",
-            "profile_max_num_token",
-            "initialize_kv_cache",
-            "determine_available_memory",
-            "profile_run",
-            # vLLM V1's KV cache sizing (check_enough_kv_cache_memory, get_kv_cache_config): start-up only
-            "kv_cache_utils",
-        ),
-    ),
-    ("loading_weights", ("load_model", "load_weights", "model_loader")),
-    (
-        "dist_init",
-        (
-            "init_torch_distributed",
-            "init_distributed",  # (init_distributed_environment, DeepSpeed's comm.init_distributed)
-            "initialize_model_parallel",
-            "init_process_group",  # torch.distributed's own, and its rendezvous (the TCPStore connect)
-            "rendezvous",
-        ),
-    ),
-    ("warmup", ("warmup", "warm_up")),
-)
 # kinds that only a scheduler (or vLLM's engine core) logs about itself: with no tagged rank in the launch,
 # an untagged one comes from the single scheduler of a TP=1 server (SGLang prints no tag for a dimension of 1)
 SCHEDULER_KINDS = MILESTONES | {
@@ -118,28 +59,6 @@ def global_label(labels: Iterable[str], n: int) -> str | None:
     if all(lab.startswith("TP") and lab[2:].isdigit() for lab in known):
         return f"TP{n}"
     return None
-
-
-def phase_of_code(path: str, function: str) -> str | None:
-    """The phase code at ``path`` in ``function`` runs in: a traceback's frame, or a log record's own source
-    location (DeepSpeed's ``[comm.py:637:init_distributed]``)."""
-    where = f"{path.rsplit('/', 1)[-1]} {function}".lower()
-    for phase, words in _FRAME_PHASES:
-        if any(w in where for w in words):
-            return phase
-    return None
-
-
-def phase_from_traceback(text: str) -> str | None:
-    """The phase a traceback was raised in, from its frames. An outermost serving loop decides (a weight
-    update or a graph replay inside it is still serving); otherwise the innermost start-up step does."""
-    found = [p for m in _FRAME.finditer(text) if (p := phase_of_code(m.group(1), m.group(2))) is not None]
-    if not found:
-        return None
-    if found[0] == "serving":
-        return "serving"
-    startup = [p for p in found if p != "serving"]
-    return startup[-1] if startup else "serving"
 
 
 def unseen_start(r: RankState) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from agents import wire
-from app.rankstate.infer import phase_of_code
+from app.rankstate.codephase import phase_of_code
 from app.rankstate.model import LaunchState
 from app.rankstate.phases import STARTUP_PHASES
 
