@@ -46,6 +46,9 @@ _CODE = re.compile(
     r"|\b(SIG(?:KILL|SEGV|ABRT|BUS|FPE|ILL|TERM|INT|QUIT|HUP))\b",
     re.IGNORECASE,
 )
+# which process the subject names: "process rank 6 with PID 0" (mpirun), "worker pid=4512", "Rank 3 died"
+_NAMED_RANK = re.compile(r"\brank\s{0,2}[:=#]?\s{0,2}(\d{1,5})\b", re.IGNORECASE)
+_NAMED_PID = re.compile(r"\bpid\s{0,2}[:=]?\s{0,2}([1-9]\d{1,8})\b", re.IGNORECASE)
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "15", "2"})
 _HINTS = (
     "Memory access",
@@ -85,6 +88,11 @@ def process_death(msg: str) -> Match | None:
     verb = d.group(2).lower()
     code = _CODE.search(d.group(0))
     fields: Fields = {"cause": verb}
+    subject = head[: d.start(2)]  # the words before the verb name the process, those after say how
+    if (rank := _NAMED_RANK.search(subject)) is not None:
+        fields["rank_index"] = int(rank.group(1))
+    if (pid := _NAMED_PID.search(subject)) is not None:
+        fields["pid"] = int(pid.group(1))
     failed = verb not in ("exited", "terminated", "failed")  # died, crashed, killed, ... unexpectedly
     if code is not None:
         if code.group(1) is not None:

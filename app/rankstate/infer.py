@@ -194,4 +194,5 @@ def crashed_child(fleet: Fleet, st: LaunchState, host: str, ev: wire.Event) -> s
         # vLLM names a dead worker by its rank ('Worker proc VllmWorker-1 died unexpectedly'), often before
         # any line of that worker: with tensor parallelism its rank is its TP index, the label its lines carry
         label = f"TP{idx}"
-    return label
+    # a launcher naming a rank of its job (mpirun's "process rank 6 ... exited on signal 9"): its global rank
+    return label if label is not None else global_label(st.ranks, idx)

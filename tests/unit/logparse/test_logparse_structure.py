@@ -58,7 +58,7 @@ def test_a_process_death_is_read_from_the_sentences_parts() -> None:
     assert process_death("Segmentation fault (core dumped)") is not None
     assert process_death("Killed") == ("child_crashed", "critical", {"cause": "killed", "exit_code": -9})
     hit = process_death("Worker VllmWorkerProcess pid 198 died, exit code: -6")
-    assert hit is not None and hit[2] == {"cause": "died", "exit_code": -6}
+    assert hit is not None and hit[2] == {"cause": "died", "exit_code": -6, "pid": 198}
     assert (
         process_death("A worker died or was killed while executing a task by an unexpected system error.")
         is not None
@@ -115,3 +115,14 @@ def test_mpis_reports_of_a_rank_going_down_are_deaths() -> None:
         "mpirun noticed that process rank 0 with PID 0 on node ubuntu exited on signal 11 (Segmentation fault).",
     ):
         assert process_death(line) is not None, line
+
+
+def test_the_subject_of_a_death_names_the_rank_that_went_down() -> None:
+    # mpirun names the MPI rank (TensorRT-LLM#1700); "PID 0" is mpirun not knowing it, not a pid
+    hit = process_death(
+        "mpirun noticed that process rank 6 with PID 0 on node xxxxxxxx exited on signal 9 (Killed)."
+    )
+    assert hit is not None and hit[2] == {"cause": "exited", "signal": "9", "rank_index": 6}
+    # a rank named after the verb is not the one that died
+    hit = process_death("Worker process exited with exit code 1 while waiting for rank 3")
+    assert hit is not None and "rank_index" not in hit[2]
