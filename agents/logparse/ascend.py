@@ -12,7 +12,8 @@ Messages (the faults that end or stop a rank; vllm-ascend#4972, #2105, sglang#30
   device; torch_npu takes the process down after it (a crash of that rank).
 - ``The execution of the internal task times out`` (507048, a device synchronize that waited past
   HCCL_EXEC_TIMEOUT for a collective), ``hccl fftsplus task timeout occurred ... timeout:1836`` and ``EI0002`` notify-wait timeouts: an HCCL
-  collective that never completed (HCCL_EXEC_TIMEOUT, 1800 s by default): a collective timeout.
+  collective that never completed (HCCL_EXEC_TIMEOUT, 1800 s by default): a collective timeout; so is
+  ``Stream synchronize timeout`` (507046), a stream whose queued work never finished.
 - ROCm's ``HW Exception by GPU node-9 (Agent handle: ...) reason :GPU Hang``: the runtime aborts the process.
 """
 
@@ -166,6 +167,10 @@ def npu_message(msg: str) -> Match | None:
         if m.group(3) == "times out":
             # 507048: a device synchronize outlived HCCL_EXEC_TIMEOUT waiting for a collective (vllm-ascend#1443)
             return "collective_timeout", "error", {"backend": "hccl", "op": "internal task"}
+    if "Stream synchronize timeout" in head or "all tasks in the specified stream are not completed" in head:
+        # 507046: a stream synchronize waited past its timeout for the work queued on the device (a collective
+        # among it, on a multi-card job; Ascend/pytorch#48): nothing on that stream finished
+        return "collective_timeout", "error", {"backend": "hccl", "op": "stream sync"}
     if "HcclCommInitRootInfo fail" in head:
         # the communicator could not be created (MindIE via gpustack#2021): the rank cannot start
         return "child_crashed", "critical", {"engine": "hccl", "cause": "comm_init_failed"}

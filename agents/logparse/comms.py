@@ -1,6 +1,7 @@
 """Lines both SGLang and vLLM print while their processes wire themselves together: the shared-memory
 broadcast queue (``shm_broadcast.py``) and PyNccl setting up a communicator, and custom all-reduce registering
-the buffers of the CUDA graphs just captured. They say where a rank is when its start-up was never seen (a
+the buffers of the CUDA graphs just captured; and torch.distributed's store-based barrier, where every process
+group waits for its members. They say where a rank is when its start-up was never seen (a
 pasted excerpt that ends on them): wiring up is distributed init, registering graph buffers is capture."""
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ _QUEUE = re.compile(r"(Binding|Connecting) to (tcp://\S{1,200})")
 _PYNCCL = re.compile(r"(?:vLLM|sglang(?:-diffusion)?) is using nccl==(\S{1,40})")
 # custom_all_reduce: at the end of its capture context, "Registering 52 cuda graph addresses"
 _REGISTER = re.compile(r"Registering (\d{1,9}) cuda graph addresses")
+# torch.distributed's _store_based_barrier, every ~10 s while a process group waits for its members (PyTorch
+# 1.x says worker_count, 2.x num_workers_joined; one release glued "process" and "group", one put the seconds
+# waited before the rank): the rank is wiring up, and the count says how many of the group have arrived
+_STORE_BARRIER = re.compile(
+    r"Waiting in store based barrier to initialize process ?group for .{0,60}?rank: (\d{1,7}), key: \S{1,200} "
+    r"\(world_size=(\d{1,7}), (?:worker_count|num_workers_joined)=(\d{1,7})"
+)
 
 
 def comm_message(msg: str) -> Match | None:
@@ -30,6 +38,12 @@ def comm_message(msg: str) -> Match | None:
         m = _PYNCCL.match(msg)
         if m:
             return "comm_setup", "info", {"what": "pynccl", "nccl_version": m.group(1)}
+    elif c == "W":
+        m = _STORE_BARRIER.match(msg)
+        if m:
+            fields: Fields = {"what": "store_barrier", "global_rank": int(m.group(1))}
+            fields["world_size"], fields["joined"] = int(m.group(2)), int(m.group(3))
+            return "comm_setup", "info", fields
     elif c == "R":
         m = _REGISTER.match(msg)
         if m:

@@ -29,7 +29,7 @@ _RUNTIME = re.compile(
 _KILLED = re.compile(r"(?:^|line \d{1,6}: +\d{1,10} )Killed\b")
 _SUBJECT = (
     r"\b(?:process(?:es)?|worker(?:s)?|rank|actor|child|subprocess|engine|engines|scheduler|pid|proc|replica"
-    r"|node|executor|server)\b"
+    r"|node|executor|server|job|task|command|container|pod)\b"
 )
 # a subject, then (within the clause) a verb of dying; the rest of the clause may say how
 _DEATH = re.compile(
@@ -49,6 +49,8 @@ _CODE = re.compile(
 # which process the subject names: "process rank 6 with PID 0" (mpirun), "worker pid=4512", "Rank 3 died"
 _NAMED_RANK = re.compile(r"\brank\s{0,2}[:=#]?\s{0,2}(\d{1,5})\b", re.IGNORECASE)
 _NAMED_PID = re.compile(r"\bpid\s{0,2}[:=]?\s{0,2}([1-9]\d{1,8})\b", re.IGNORECASE)
+# or the command line it was started with ("['python3', '-u', 'main.py', '--local_rank=1', ...]": DeepSpeed's)
+_NAMED_LOCAL = re.compile(r"--local[_-]rank[= ]'?(\d{1,5})\b|\blocal_rank[:=] ?(\d{1,5})\b")
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "15", "2"})
 _HINTS = (
     "Memory access",
@@ -80,19 +82,24 @@ def process_death(msg: str) -> Match | None:
         return "child_crashed", "critical", {"cause": m.group(0).lower()}
     if _KILLED.match(head.strip()):
         return "child_crashed", "critical", {"cause": "killed", "exit_code": -9}
-    d = _DEATH.search(head)
-    if d is None:
-        return None
+    # each clause with a process subject and a verb of dying in turn: "Primary job terminated normally, but 1
+    # process returned a non-zero exit code" is a death in its second
+    pos = 0
+    while (d := _DEATH.search(head, pos)) is not None:
+        hit = _death(head, d)
+        if hit is not None:
+            return hit
+        pos = d.end(2)  # the next clause may begin inside this one's tail
+    return None
+
+
+def _death(head: str, d: re.Match[str]) -> Match | None:
     if d.group(1) == "0":
         return None  # "0 Workers ... killed": a count of none (Ray's memory monitor says it each period)
     verb = d.group(2).lower()
     code = _CODE.search(d.group(0))
     fields: Fields = {"cause": verb}
-    subject = head[: d.start(2)]  # the words before the verb name the process, those after say how
-    if (rank := _NAMED_RANK.search(subject)) is not None:
-        fields["rank_index"] = int(rank.group(1))
-    if (pid := _NAMED_PID.search(subject)) is not None:
-        fields["pid"] = int(pid.group(1))
+    fields.update(subject_fields(head[: d.start(2)]))  # the words before the verb name the process
     failed = verb not in ("exited", "terminated", "failed")  # died, crashed, killed, ... unexpectedly
     if code is not None:
         if code.group(1) is not None:
@@ -108,3 +115,15 @@ def process_death(msg: str) -> Match | None:
             fields["signal"] = sig
             failed = True
     return ("child_crashed", "critical", fields) if failed else None
+
+
+def subject_fields(subject: str) -> Fields:
+    """Which process the subject of a death names: its rank, its local rank (from its command line), its pid."""
+    fields: Fields = {}
+    if (rank := _NAMED_RANK.search(subject)) is not None:
+        fields["rank_index"] = int(rank.group(1))
+    if (local := _NAMED_LOCAL.search(subject, 0, 4000)) is not None:
+        fields["local_rank"] = int(local.group(1) or local.group(2))
+    if (pid := _NAMED_PID.search(subject)) is not None:
+        fields["pid"] = int(pid.group(1))
+    return fields

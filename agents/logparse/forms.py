@@ -10,6 +10,7 @@ from agents import ranklabel
 from agents.wire import Event, EventKind
 
 from . import ascend, heads, torchrun, trtllm
+from .comms import comm_message
 from .dating import Dating
 from .elastic import FailureSummary
 from .progress import Bar
@@ -23,6 +24,8 @@ from .vllm import vllm_message
 
 # event kinds bound once: an enum member read off its class costs ~0.1 µs, and this runs per record
 _CAPTURE_PROGRESS, _RAW = EventKind.CAPTURE_PROGRESS, EventKind.RAW
+# Linux's largest pid_max: a larger number in a glog header is a thread ident, not a process
+PID_MAX = 4_194_304
 
 # the engines' crash reports that also arrive as an exception's message (raised rather than logged)
 _REPORTED_IN_EXCEPTIONS = frozenset({"child_crashed", "init_failed", "engine_timeout"})
@@ -95,7 +98,8 @@ class Forms(Dating):
         g = m.groups()
         if bare:  # W1201 07:40:06.132000 28272 file.py:874]: no [rankN]:, always a time and a pid
             g = (None, *g[:6])
-            extra = {**(extra or {}), "pid": int(m.group(7))}
+            if (pid := int(m.group(7))) <= PID_MAX:  # (absl's and old torch's logging print a thread ident)
+                extra = {**(extra or {}), "pid": pid}
         ts = None
         if g[2]:
             md = g[2]
@@ -103,6 +107,8 @@ class Forms(Dating):
         self._saw("glog", ts, g[0] is not None)
         msg = s[m.end() :]
         kind, sev, fields = torch_message(msg, g[1])
+        if kind == _RAW and (wiring := comm_message(msg)) is not None:
+            kind, sev, fields = wiring  # torch.distributed's own store barrier, behind absl's header
         if g[0] is not None:
             fields["global_rank"] = int(g[0])
         elif "pg_rank" in fields:
@@ -175,7 +181,8 @@ class Forms(Dating):
         self._saw("glog", ts, False)
         kind, sev, fields = hit
         fields["source_file"] = g[7][:128]
-        fields.setdefault("pid", int(g[6]))
+        if int(g[6]) <= PID_MAX:
+            fields.setdefault("pid", int(g[6]))
         return [self._make(self._ts(ts, now), kind, sev, s, self.default_rank, fields)]
 
     def _uvicorn(self, s: str, end: int, level: str, now: float | None, extra: Fields | None) -> list[Event]:

@@ -28,12 +28,13 @@ BRACKET_MD = re.compile(r"\[(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?
 # [rank6]:[E207 01:29:36.730311765 ProcessGroupNCCL.cpp:616]  /  [rank25]:[E ProcessGroupNCCL.cpp:1316]
 # (a rank tag capitalised and a level letter outside IWEF are read the same: verl#1420's "[Rank7]:[T506 ...")
 GLOG = re.compile(
-    r"(?:\[[Rr]ank(\d{1,7})\]:)?\[([A-Z])(?:(\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?)?(?: \d{1,10})? ?"
+    r"(?:\[[Rr]ank(\d{1,7})\]:)?\[([A-Z])(?:(\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?)?(?: \d{1,20})? ?"
     r"([\w./+-]{1,200}:\d{1,7})\] ?"
 )
 # torchrun / torch.distributed python logging: W1201 07:40:06.132000 28272 torch/distributed/run.py:874] msg
+# (the number is a process id or, from absl's and older torch's logging, a thread ident: up to 20 digits)
 GLOG_BARE = re.compile(
-    r"([IWEF])(\d{4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? {1,4}(\d{1,10}) ([\w./+-]{1,200}:\d{1,7})\] ?"
+    r"([IWEF])(\d{4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? {1,4}(\d{1,20}) ([\w./+-]{1,200}:\d{1,7})\] ?"
 )
 # 2025-12-04 20:35:53 INFO 151972 [scheduler_metrics_mixin.py:287] msg (a fork's, with its rank tags in the
 # bracket: "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]")  /  2025-03-03 18:46:45,039 - INFO - msg

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from .deaths import subject_fields
 from .values import Fields
 
 Match = tuple[str, str, Fields]
@@ -43,7 +44,9 @@ def supervisor_message(msg: str) -> Match | None:
     elif "exits with return code = " in msg[-60:] and (rc := _RETURN_CODE.search(msg, max(0, len(msg) - 60))):
         # DeepSpeed's launcher: a worker process exited non-zero (deepspeed#3232: -9, the OOM killer)
         if int(rc.group(1)) != 0:
-            return "child_crashed", "critical", {"engine": "deepspeed", "exit_code": int(rc.group(1))}
+            # the message is the worker's command line: its --local_rank says which worker it was
+            fields: Fields = {"engine": "deepspeed", "exit_code": int(rc.group(1))}
+            return "child_crashed", "critical", {**fields, **subject_fields(msg[: rc.start()])}
     elif msg.startswith("Got fatal signal from worker processes"):
         return "child_crashed", "critical", {"engine": "vllm", "process": "worker processes"}
     return None

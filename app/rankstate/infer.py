@@ -20,6 +20,7 @@ from app.rankstate.model import (
     set_phase,
 )
 from app.rankstate.phases import MILESTONES, STARTUP_PHASES
+from app.rankstate.torchjob import is_torch_job
 
 # event kinds bound once: an enum member read off its class costs ~0.1 µs, and this runs per record
 _DECODE_BATCH, _PREFILL_BATCH, _SCHEDULER_EXCEPTION, _TRACEBACK = (
@@ -116,6 +117,10 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
         seen = [v for key in ("seq", "failed_work", "completed") if isinstance(v := ev.fields.get(key), int)]
         if first_collective_stuck(ev.fields):
             return "dist_init"  # its process group never completed a collective: still setting up
+        if seen and max(seen) < SERVING_COLLECTIVES and is_torch_job(st) and not _engine_reached(st):
+            # a training job (only PyTorch's own rank tags, no engine step in its log) builds its communicator
+            # in its first collective: one completed, it is in its steps (prodigy#35: work 174)
+            return "training"
         # thousands of collectives completed: long past start-up (which takes tens to hundreds)
         return "serving" if seen and max(seen) >= SERVING_COLLECTIVES else None
     if k == _CAPTURE_PROGRESS:
@@ -132,6 +137,11 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
     if st.last_decode_at is not None:
         return "serving"
     return "ready" if st.ready_at is not None else None
+
+
+def _engine_reached(st: LaunchState) -> bool:
+    """The log showed an engine's start-up or serving (not only a training job's steps)."""
+    return any(p != "training" for _, p in st.reached)
 
 
 BATCHES = frozenset({"decode_batch", "prefill_batch"})
