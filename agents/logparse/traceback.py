@@ -17,6 +17,15 @@ START = "Traceback (most recent call last):"
 # a frame line: an excerpt that starts inside a traceback (its "Traceback" line cut) or a paste that lost the
 # indentation still shows these, one per frame, each followed by its source line
 FRAME = re.compile(r' {0,8}File "[^"\n]{1,400}", line \d{1,7}, in \S')
+# a stack dumped the way py-spy prints it, one frame a line, innermost first: "capture (cuda_graph_runner.py:867)"
+# (SGLang's watchdog dumps its scheduler's stack so; py-spy dump's own output, pasted)
+_DUMPED_FRAME = re.compile(r" {0,8}([\w<>.]{1,120}) \(([^()\s]{1,400}\.py):(\d{1,7})\)\s*$")
+
+
+def dumped_frame(msg: str) -> str | None:
+    """A dumped stack's frame as a logger's source location, ``file.py:line:function``; None for another line."""
+    m = _DUMPED_FRAME.match(msg) if msg.endswith(")") or msg.endswith(") ") else None
+    return f"{m.group(2)}:{m.group(3)}:{m.group(1)}" if m else None
 _MARKS = frozenset(" ^~")  # Python 3.11+'s markers under a source line
 
 

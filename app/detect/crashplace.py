@@ -52,15 +52,17 @@ def _said_phase(tb: list[Signal]) -> str | None:
     return None
 
 
+def _raised(s: Signal) -> bool:
+    """A traceback, or an exception whose message the parser read as what it says (a collective mismatch, a
+    device error): its frames are there all the same."""
+    return s.kind == wire.EventKind.TRACEBACK or "exc_type" in s.fields
+
+
 def nearby_tracebacks(st: LaunchState, ts: float, rank: str | None = None) -> list[Signal]:
     """Tracebacks within two minutes of ``ts``: the rank's own, then the launch's untagged ones."""
     own = [] if rank is None or (r := st.ranks.get(rank)) is None else r.signals
-    near = [s for s in own if s.kind == wire.EventKind.TRACEBACK and abs(s.ts - ts) <= 120]
-    return near + [
-        s
-        for lab, s in st.signals
-        if s.kind == wire.EventKind.TRACEBACK and lab in (None, rank) and abs(s.ts - ts) <= 120
-    ]
+    near = [s for s in own if _raised(s) and abs(s.ts - ts) <= 120]
+    return near + [s for lab, s in st.signals if _raised(s) and lab in (None, rank) and abs(s.ts - ts) <= 120]
 
 
 def traceback_row(tb: list[Signal], rank: str | None) -> list[Evidence]:

@@ -79,9 +79,12 @@ _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # start-up steps, and a training loop's checkpoint; checked in this order for each frame
 _STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # graph capture and the compile that precedes it (SGLang's init_cuda_graphs, vLLM's capture_model and
-    # compile_or_warm_up_model, inductor's compile_fx)
-    ("cuda_graph_capture", ("capture", "cuda_graph", "compile_or_warm_up", "compile_fx")),
+    # graph capture and the compile that precedes it (SGLang's init_cuda_graphs / init_device_graphs and its
+    # cuda / npu graph runners, vLLM's capture_model and compile_or_warm_up_model, inductor's compile_fx)
+    (
+        "cuda_graph_capture",
+        ("capture", "cuda_graph", "device_graphs", "graph_runner", "compile_or_warm_up", "compile_fx"),
+    ),
     (
         "kv_alloc",
         (

@@ -1,7 +1,7 @@
-"""Batch 22's shapes (training stacks), each from the real lines of the public thread named (tests/corpus keeps
-each excerpt): a process group waiting for a member behind absl's header, a training job's watchdog past its
-first collective, a launcher's death report that quotes the worker's command line, a Ray job that failed, an
-Ascend stream that never finished."""
+"""Batches 22 and 23's shapes (training stacks, SGLang), each from the real lines of the public thread named
+(tests/corpus keeps each excerpt): a process group waiting for a member behind absl's header, a training job's
+watchdog past its first collective, a launcher's death report that quotes the worker's command line, a Ray job
+that failed, an Ascend stream that never finished, an exception read as what it says, a watchdog's stack dump."""
 
 from __future__ import annotations
 
@@ -53,3 +53,19 @@ def test_ascends_stream_synchronize_timeout_is_a_collective_that_never_finished(
     # https://github.com/Ascend/pytorch/issues/48: 507046 on a 16-card job
     (inc,) = run_log(tmp_path, lines_of("pytorch-ascendpytorch-48"), 2024).incidents
     assert inc.kind == "nccl_timeout"
+
+
+def test_an_exception_read_as_what_it_says_still_places_the_crash_by_its_frames(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/16237: 'Capture cuda graph failed: Detected mismatch between
+    # collectives' (read as a collective mismatch), raised in init_device_graphs, then the launcher's sigquit
+    (inc,) = run_log(tmp_path, lines_of("sglang-sglang-16237"), 2025).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "cuda_graph_capture")
+
+
+def test_the_stack_a_watchdog_dumped_says_where_the_launch_is(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/26137: the soft watchdog fired in capture, not in serving
+    lines = lines_of("sglang-sglang-26137")
+    ev = parse_lines(lines[1:2], year=2026)[0]
+    assert ev.fields["source_file"] == "cuda_graph_runner.py:867:capture"
+    (inc,) = run_log(tmp_path, lines, 2026, stalled_for_s=300).incidents
+    assert (inc.kind, inc.phase) == ("watchdog_timeout", "cuda_graph_capture")
