@@ -26,6 +26,8 @@ def dumped_frame(msg: str) -> str | None:
     """A dumped stack's frame as a logger's source location, ``file.py:line:function``; None for another line."""
     m = _DUMPED_FRAME.match(msg) if msg.endswith(")") or msg.endswith(") ") else None
     return f"{m.group(2)}:{m.group(3)}:{m.group(1)}" if m else None
+
+
 _MARKS = frozenset(" ^~")  # Python 3.11+'s markers under a source line
 
 
