@@ -25,7 +25,7 @@ from .sglang import sglang_message
 from .summary import SpecSummary
 from .supervisors import supervisor_message
 from .torch_nccl import TORCH_STARTS, glog_severity, nccl_error, torch_message
-from .traceback import FRAME, START, Traceback, dumped_frame, exception_alone
+from .traceback import FRAME, START, Traceback, lone_line
 from .values import Fields
 from .vllm import vllm_message
 from .weights import weights_warning
@@ -373,10 +373,7 @@ class LogParser(Forms):
             self._tb.add(msg)
             return out
         elif not msg.startswith(_TB_SUFFIX):
-            exc = exception_alone(msg) if self.head is None and self._tb is None else None
-            kind, fields = ("traceback", exc) if exc else ("raw", dict(extra) if extra else {})
-            if not exc and (where := dumped_frame(msg)) is not None:
-                fields["source_file"] = where  # where a dumped stack says the process is (reached.py)
+            kind, fields = lone_line(msg, self.head is None and self._tb is None, extra)
             out.append(self._make(ts, kind, level or guess_severity(msg), msg, rank, fields))
         if msg.endswith(_TB_SUFFIX):
             if self._tb is not None:

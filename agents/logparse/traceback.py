@@ -22,10 +22,17 @@ FRAME = re.compile(r' {0,8}File "[^"\n]{1,400}", line \d{1,7}, in \S')
 _DUMPED_FRAME = re.compile(r" {0,8}([\w<>.]{1,120}) \(([^()\s]{1,400}\.py):(\d{1,7})\)\s*$")
 
 
-def dumped_frame(msg: str) -> str | None:
-    """A dumped stack's frame as a logger's source location, ``file.py:line:function``; None for another line."""
+def lone_line(msg: str, headless: bool, extra: Fields | None) -> tuple[str, Fields]:
+    """A line no reader claimed: an exception's line quoted alone (in a log with no header), a dumped stack's
+    frame (as a logger's source location, ``file.py:line:function``: reached.py reads where it is), or raw."""
+    exc = exception_alone(msg) if headless else None
+    if exc:
+        return "traceback", exc
+    fields: Fields = dict(extra) if extra else {}
     m = _DUMPED_FRAME.match(msg) if msg.endswith(")") or msg.endswith(") ") else None
-    return f"{m.group(2)}:{m.group(3)}:{m.group(1)}" if m else None
+    if m:
+        fields["source_file"] = f"{m.group(2)}:{m.group(3)}:{m.group(1)}"
+    return "raw", fields
 
 
 _MARKS = frozenset(" ^~")  # Python 3.11+'s markers under a source line
