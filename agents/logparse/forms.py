@@ -258,6 +258,10 @@ class Forms(Dating):
                               mismatch_fields(tb.exc_line or "", fields))  # fmt: skip
         # a worker's exception that says its collective timed out (or its peer went away): a hang signal
         hit = torchrun.collective_error(str(exc or ""))
+        if hit is None and str(fields.get("exc_type", "")).rsplit(".", 1)[-1] == "TimeoutError":
+            # the process gave up waiting on something that never came (vLLM's shm_broadcast acquire_read on
+            # its workers, a future's result, an RPC): the engine's own timeout of a stall (vllm-ascend#11290)
+            hit = ("engine_timeout", "critical", {"call": "wait"})
         if hit is not None:
             return self._make(tb.ts, hit[0], "error", tb.message(), tb.rank, {**fields, **hit[2]})
         return self._make(tb.ts, "traceback", "error", tb.message(), tb.rank, fields)

@@ -69,3 +69,12 @@ def test_the_stack_a_watchdog_dumped_says_where_the_launch_is(tmp_path: Path) ->
     assert ev.fields["source_file"] == "cuda_graph_runner.py:867:capture"
     (inc,) = run_log(tmp_path, lines, 2026, stalled_for_s=300).incidents
     assert (inc.kind, inc.phase) == ("watchdog_timeout", "cuda_graph_capture")
+
+
+def test_an_uncaught_timeout_error_is_the_engine_giving_up_on_a_stall(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm-ascend/issues/11290: EngineCore's wait on its workers' response queue
+    # (shm_broadcast acquire_read) raised TimeoutError: a stall the engine timed out, not a crash of its own
+    (ev,) = [e for e in parse_lines(lines_of("vllm-vllmascend-11290"), year=2026) if e.kind != "raw"]
+    assert ev.kind == "engine_timeout"
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllmascend-11290"), 2026).incidents
+    assert inc.kind in ("suspected_deadlock", "stalled_serving")
