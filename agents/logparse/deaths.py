@@ -25,6 +25,9 @@ _RUNTIME = re.compile(
     r"Segmentation fault|core dumped|Fatal Python error|Bus error \(|Illegal instruction|Floating point exception"
     r"|Memory access fault by GPU"  # ROCm's HSA runtime, aborting the process (vllm#43605)
     r"|MPI_ABORT was invoked"  # MPI's runtime taking the job down (TensorRT-LLM#2813)
+    # a glog / TurboMind CHECK that failed (it logs FATAL and aborts: lmdeploy#4453's "[TM][FATAL] ... Check
+    # failed: ..."), a Rust thread's panic (Dynamo's frontend, ai-dynamo/dynamo#5870), Go's runtime panic
+    r"|\bCheck failed: |^thread '[^']{0,80}' panicked at |^panic: |^fatal error: all goroutines are asleep"
 )
 _KILLED = re.compile(r"(?:^|line \d{1,6}: +\d{1,10} )Killed\b")
 _SUBJECT = (
@@ -53,6 +56,9 @@ _NAMED_PID = re.compile(r"\bpid\s{0,2}[:=]?\s{0,2}([1-9]\d{1,8})\b", re.IGNORECA
 _NAMED_LOCAL = re.compile(r"--local[_-]rank[= ]'?(\d{1,5})\b|\blocal_rank[:=] ?(\d{1,5})\b")
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "15", "2"})
 _HINTS = (
+    "Check failed",
+    "panic",
+    "goroutines",
     "Memory access",
     "MPI_ABORT",
     "non-zero",
@@ -73,8 +79,12 @@ _HINTS = (
 
 
 def process_death(msg: str) -> Match | None:
-    """``("child_crashed", "critical", fields)`` when ``msg`` says a process died; None otherwise."""
+    """``("child_crashed", "critical", fields)`` when ``msg`` says a process died (``launcher_stopping`` for the
+    terminal's ``^C``: somebody stopped it); None otherwise."""
     head = msg[:400]
+    if head.startswith("^C"):
+        # the terminal echoing the user's Ctrl-C: what dies after it was stopped (lmdeploy#318)
+        return "launcher_stopping", "warning", {"signal": "SIGINT", "how": "terminal interrupt"}
     if not any(h in head for h in _HINTS):
         return None
     m = _RUNTIME.search(head)

@@ -2,14 +2,18 @@
 before the header is read, so that a new wrapper costs no new rule for every message behind it.
 
 - A reply's Markdown quote (``> ``, trl#1584 quotes a whole watchdog paste), however deep.
-- C++'s ``terminate called after throwing an instance of 'std::runtime_error'`` / ``  what():  MSG``: the
-  ``what()`` line carries the exception's message, which is a line of its own (``[Rank 3] NCCL watchdog
+- C++'s ``terminate called after throwing an instance of 'std::runtime_error'`` / ``  what():  MSG`` (or
+  Ray's ``Unhandled exception: TYPE. what(): MSG`` on one line): the ``what()`` carries the exception's message,
+  which is a line of its own (``[Rank 3] NCCL watchdog
   thread terminated with exception: ... Watchdog caught collective operation timeout ...``).
 - A collector's bare time of day in front of a dated header (ms-swift#7992: ``18:11:06.680 [rank4]:[E205
   18:11:06.375 ...``): the header behind it carries the date, so the stamp adds nothing.
 - A CI log's gutter (``  | ``, Buildkite) and a bracketed stage or process label in front of a level word
   (vllm-omni#1029: ``  | [Stage-1] ERROR 01-29 19:03:10 [async_llm.py:546] ...``): the label is kept as the
   line's process.
+- A collector's JSON record (Ray Serve's structured logs, rayllm#143's ``{"levelname": "WARNING", "asctime":
+  "2024-03-24 03:17:59,398", ..., "message": "..."}``, a container runtime's ``{"log": ..., "time": ...}``): its
+  time, level and message make the line the record holds, read as any other.
 - Two lines glued into one by a paste or by two processes writing at once (sglang#3836: a fault handler's
   module list ending ``PIL._imaging[rank5]:[E226 11:16:37 ...] ... Watchdog caught ...``): split where a
   PyTorch glog header starts, each piece read as the line it is.
@@ -19,6 +23,7 @@ Control characters and terminal escapes are not handled here: heads.unwrap is th
 
 from __future__ import annotations
 
+import json
 import re
 
 from .heads import LEVELS
@@ -109,6 +114,10 @@ def unglue(s: str) -> tuple[str, str] | None:
 def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str, str | None, Fields | None]:
     """The message without a logger's bracketed fields in front, the level they name, the source location."""
     c = msg[:1]
+    if (w := msg.find(" what(): ", 0, 400)) > 0 and "xception" in msg[:w]:
+        # a runtime's report of an exception nobody caught, its message inline (Ray's C++ logger: "logging.cc:101:
+        # Unhandled exception: N3c1016DistBackendErrorE. what(): [PG ...] ..."): the what() is the line
+        return msg[w + 9 :], level, extra
     if c in " |" and (lg := _LOGURU.match(msg)) is not None:  # loguru's "| module:function:line - msg"
         where = f"{lg.group(1)}:{lg.group(3)}:{lg.group(2)}"  # as the others: file:line:function
         return msg[lg.end() :], level, {**(extra or {}), "source_file": where[:128]}
@@ -118,3 +127,33 @@ def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str
     if m.group(2):
         extra = {**(extra or {}), "source_file": m.group(2)}
     return msg[m.end() :], LEVELS.get(m.group(1).upper(), level), extra
+
+
+_JSON_MESSAGE = ("message", "msg", "log", "event")
+_JSON_TIME = ("asctime", "timestamp", "time", "@timestamp")
+_JSON_LEVEL = ("levelname", "level", "severity")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
+
+
+def json_record(s: str) -> list[str] | None:
+    """The lines a collector's JSON record holds, its time and level in front of the first; None when ``s``
+    is not one (a JSON object with no message is a payload, not a log record)."""
+    if not s.rstrip().endswith("}"):
+        return None
+    try:
+        rec = json.loads(s)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+    msg = next((v for k in _JSON_MESSAGE if isinstance(v := rec.get(k), str)), None)
+    if msg is None:
+        return None
+    lines = msg.rstrip("\n").split("\n")
+    stamp = next((v for k in _JSON_TIME if isinstance(v := rec.get(k), str) and _STAMP.match(v)), None)
+    level = next(
+        (v.upper() for k in _JSON_LEVEL if isinstance(v := rec.get(k), str) and v.upper() in LEVELS), None
+    )
+    if stamp is not None and level is not None and not _STAMP.match(lines[0]):
+        lines[0] = f"{stamp} {level} {lines[0]}"  # (a record whose message has its own header keeps that)
+    return lines

@@ -92,16 +92,8 @@ class LogParser(Forms):
                 return self._hold(out, self.last_ts if self.last_ts is not None else now)
             return out
         except Exception as exc:  # a parser bug must cost one line, never the agent
-            return [
-                self._make(
-                    self._ts(None, now),
-                    "raw",
-                    "warning",
-                    line,
-                    self.default_rank,
-                    {"parse_error": repr(exc)[:200]},
-                )
-            ]
+            error: Fields = {"parse_error": repr(exc)[:200]}
+            return [self._make(self._ts(None, now), "raw", "warning", line, self.default_rank, error)]
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -111,6 +103,8 @@ class LogParser(Forms):
         joined and read again, and what the whole line says that its first piece did not is emitted then."""
         if envelope.glued(s) and (glued := envelope.unglue(s)) is not None:  # two lines pasted as one
             return self._line(glued[0], now) + self._line(glued[1], now)
+        if s[:2] == '{"' and (record := envelope.json_record(s)) is not None:  # a collector's JSON record
+            return [e for part in record for e in self._line(part, now)]
         w, self._wrap = self._wrap, None
         if w is not None and w.takes(s) and not self._structured(s):
             w.add(s)

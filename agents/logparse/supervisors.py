@@ -24,7 +24,23 @@ _RETURN_CODE = re.compile(r"exits with return code = (-?\d{1,4})$")
 _EXIT_TYPE = re.compile(r"Worker exit type: (\w{1,40})")
 
 
+# Ray waiting for the resources a replica, actor or task asked for: nothing of it starts until they come (Ray
+# Serve's controller, rayllm#143; Ray core's and the autoscaler's own warnings)
+_RAY_UNSCHEDULED = re.compile(
+    r"replicas? that (?:have|has) taken more than (\d{1,6})s to be scheduled"
+    r"|The following resource request cannot be scheduled right now"
+    r"|No available node types can fulfill resource request"
+)
+
+
 def supervisor_message(msg: str) -> Match | None:
+    if "schedul" in msg[:400] or "fulfill resource" in msg[:400]:
+        m = _RAY_UNSCHEDULED.search(msg, 0, 400)
+        if m:
+            wait: Fields = {"engine": "ray"}
+            if m.group(1):
+                wait["waited_s"] = int(m.group(1))
+            return "placement_wait", "warning", wait
     if "killed due to memory pressure" in msg:
         m = _RAY_OOM.search(msg, 0, 400)
         if m and int(m.group(1)) > 0:

@@ -11,13 +11,18 @@ exception goes on printing what it does. What is not a death:
 - an exception a request raised, handled by the HTTP server around it (its frames run through the ASGI stack);
   the server answers 500 and goes on (an engine that died behind it is ``engine_dead``'s, read elsewhere);
 - an interrupt or an exit (``KeyboardInterrupt``, ``SystemExit``, a cancelled task): somebody stopped it;
-- a warning raised as an exception type (``...Warning``).
+- a warning raised as an exception type (``...Warning``);
+- an exception that ended a thread, not the process (its outermost frame is the thread's ``run``): whatever
+  waited on that thread is stalled, which the stall rules read (TensorRT-LLM#3321's result thread);
+- what the log shows after somebody stopped the launch (a launcher's stop, the terminal's ``^C``).
 
 With the agent watching the processes none of this is needed: the process's exit says it (app/detect/faults.py),
 so the rule holds only where no process or device was ever seen. Pure: launch state in, the signal out.
 """
 
 from __future__ import annotations
+
+import re
 
 from agents import wire
 from app.detect.crashplace import crash_phase, traceback_row
@@ -37,10 +42,20 @@ def logs_only(st: LaunchState) -> bool:
     return not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in st.ranks.values())
 
 
+# a thread's outermost frame: threading's own, or a thread class's run (a process's is multiprocessing's)
+_THREAD_START = re.compile(
+    r'File "[^"\n]{0,400}?(threading\.py", line \d+, in _bootstrap|", line \d+, in run\n)'
+)
+
+
 def raised(s: Signal) -> bool:
-    """An exception raised out of the engine's own code (not a request's, not an interrupt, not a warning)."""
+    """An exception raised out of the engine's own code (not a request's, not an interrupt, not a warning, not
+    one that ended a thread)."""
     if s.kind != wire.EventKind.TRACEBACK:
         return False
+    first = _THREAD_START.search(s.message, 0, s.message.find('File "') + 500)
+    if first is not None and first.start() == s.message.find('File "'):
+        return False  # the outermost frame is a thread's: the thread ended, the process did not
     # (an excerpt may keep the frames and lose the exception's line: frames alone are still one raised)
     exc = str(s.fields.get("exc_type") or "Error").rsplit(".", 1)[-1]
     if not exc.endswith(("Error", "Exception", "Failure", "Exit")) or exc in _STOPS:
@@ -53,7 +68,8 @@ def ended_in_exception(st: LaunchState) -> tuple[str | None, Signal] | None:
     when only its log is known."""
     if not logs_only(st) or not st.raised_since_shown:
         return None
-    since = set(st.raised_since_shown)
+    stopped = min((s.ts for _, s in st.signals if s.kind == wire.EventKind.LAUNCHER_STOPPING), default=None)
+    since = {t for t in st.raised_since_shown if stopped is None or t < stopped}
     found = [(s.ts, lab, s) for lab, s in st.signals if s.ts in since and raised(s)]
     found += [(s.ts, r.label, s) for r in st.ranks.values() for s in r.signals if s.ts in since and raised(s)]
     return min(found, key=lambda x: x[0])[1:] if found else None

@@ -34,6 +34,8 @@ _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "step_async",
             "_process_model_outputs",
             "process_batch_result",
+            "scheduler.py schedule",  # vLLM V1's Scheduler.schedule and its KV connector's per-step metadata
+            "dispatch_result",  # TensorRT-LLM's executor proxy handing results to its clients
             "executor_loop",
             "async_loop",
             "loop_for_forward",
