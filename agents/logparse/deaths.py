@@ -32,7 +32,7 @@ _RUNTIME = re.compile(
 _KILLED = re.compile(r"(?:^|line \d{1,6}: +\d{1,10} )Killed\b")
 _SUBJECT = (
     r"\b(?:process(?:es)?|worker(?:s)?|rank|actor|child|subprocess|engine|engines|scheduler|pid|proc|replica"
-    r"|node|executor|server|job|task|command|container|pod)\b"
+    r"|node|executor|server|job|task|command|container|pod|shard)\b"
 )
 # a subject, then (within the clause) a verb of dying; the rest of the clause may say how
 _DEATH = re.compile(
@@ -40,7 +40,7 @@ _DEATH = re.compile(
     + _SUBJECT
     + r"[^.;!?\n]{0,80}?\b(died|crashed|was killed|were killed|got killed|is dead|are dead"
     r"|exited unexpectedly|exit unexpectedly|terminated unexpectedly|returned a non-zero exit code"
-    r"|exited|terminated|failed)\b([^;\n]{0,100})",
+    r"|failed to start|exited|terminated|failed)\b([^;\n]{0,100})",
     re.IGNORECASE,
 )
 _CODE = re.compile(
@@ -50,7 +50,8 @@ _CODE = re.compile(
     re.IGNORECASE,
 )
 # which process the subject names: "process rank 6 with PID 0" (mpirun), "worker pid=4512", "Rank 3 died"
-_NAMED_RANK = re.compile(r"\brank\s{0,2}[:=#]?\s{0,2}(\d{1,5})\b", re.IGNORECASE)
+# (TGI's shards are its tensor-parallel ranks: "Shard 0 failed to start")
+_NAMED_RANK = re.compile(r"\b(?:rank|shard)\s{0,2}[:=#]?\s{0,2}(\d{1,5})\b", re.IGNORECASE)
 _NAMED_PID = re.compile(r"\bpid\s{0,2}[:=]?\s{0,2}([1-9]\d{1,8})\b", re.IGNORECASE)
 # or the command line it was started with ("['python3', '-u', 'main.py', '--local_rank=1', ...]": DeepSpeed's)
 _NAMED_LOCAL = re.compile(r"--local[_-]rank[= ]'?(\d{1,5})\b|\blocal_rank[:=] ?(\d{1,5})\b")

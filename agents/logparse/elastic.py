@@ -12,7 +12,8 @@ with no log header on any of its lines (pytorch#121209):
       ...
 
 Each entry is one event, a worker's exit, with the entry's rank, exit code, pid and time, as the launcher's
-own ``failed (exitcode: -9) local_rank: 3 (pid: N)`` line is (torchrun.py). The root cause is marked.
+own ``failed (exitcode: -9) local_rank: 3 (pid: N)`` line is (torchrun.py). The root cause is marked: the
+detector names it first (the launcher's own verdict).
 """
 
 from __future__ import annotations
@@ -53,15 +54,12 @@ class FailureSummary:
         elif key == "rank" and (r := _RANK.match(value)):
             self.entry["global_rank"], self.entry["local_rank"] = int(r.group(1)), int(r.group(2))
         elif key == "exitcode" and (e := _EXIT.match(value)) and "global_rank" in self.entry:
-            entry, self.entry = self.entry, {}
-            when = _TIME.match(str(entry.pop("time", "")))
-            fields: Fields = {
-                **entry,
-                "exit_code": int(e.group(1)),
-                "pid": int(e.group(2)),
-                "engine": "torchrun",
-            }
-            if self.root:
-                fields["root_cause"] = True
-            return fields, tuple(int(x) for x in when.groups()) if when else None
+            more: Fields = {"exit_code": int(e.group(1)), "pid": int(e.group(2))}
+            return self._entry({**more, "root_cause": True} if self.root else more)
         return None
+
+    def _entry(self, more: Fields) -> tuple[Fields, tuple[int, ...] | None]:
+        """The entry read so far as one worker's exit, with its time; the next entry starts empty."""
+        entry, self.entry = self.entry, {}
+        when = _TIME.match(str(entry.pop("time", "")))
+        return {**entry, **more, "engine": "torchrun"}, tuple(int(x) for x in when.groups()) if when else None

@@ -120,6 +120,9 @@ STREAM = re.compile(r"([\w.-]{1,253}) \[(?:stdout|stderr)\] ")
 POD = re.compile(r"\[(pod/[^\]\s]{1,300})\] ")
 # launchers' per-process tags: OpenMPI's --tag-output "[1,3]<stderr>:" (job, rank, stream) and torchrun's
 # --tee / --log-dir "[default3]:" (its local rank), each in front of every line the process writes
+# a program's own bracketed tag before a dated header (torchtitan: "[rank0]:[titan] 2025-06-25 13:00:52,498 -
+# root - INFO - step: 220 ..."): the line's process, the header behind it read as any other
+LABEL_DATED = re.compile(r"\[([A-Za-z0-9][\w.-]{0,40})\] (?=\d{4}-\d\d-\d\d[ T]\d)")
 LAUNCH_TAG = re.compile(r"\[(?:\d{1,5},(\d{1,6})\]<std(?:out|err)>|default(\d{1,5})\]):")
 
 LEVELS = {
@@ -184,17 +187,29 @@ def unwrap(s: str) -> Wrapped:
             m = RANK_PREFIX.match(s)
             # (a rank's prefix before a bracketed header is PyTorch's glog, but before torch_npu's record,
             # "[rank1]: [ERROR] 2025-04-08-18:07:20 (PID:...)", it is the rank's own)
-            if m and (s[m.end() : m.end() + 1] != "[" or LEVEL_RECORD.match(s, m.end())):
+            if m and (
+                s[m.end() : m.end() + 1] != "["
+                or LEVEL_RECORD.match(s, m.end())
+                or LABEL_DATED.match(s, m.end())
+            ):
                 fields["global_rank"] = int(m.group(1))
                 rank = ranklabel.torch_label(int(m.group(1)))  # the rank PyTorch names: rank3
             else:
-                m = PID_PREFIX.match(s) or POD.match(s) or LAUNCH_TAG.match(s) or COMPOSE.match(s)
+                m = (
+                    PID_PREFIX.match(s)
+                    or POD.match(s)
+                    or LAUNCH_TAG.match(s)
+                    or LABEL_DATED.match(s)
+                    or COMPOSE.match(s)
+                )
                 if not m or not headed(s[m.end() :]):
                     break
                 if m.re is LAUNCH_TAG:
                     fields["task"] = int(m.group(1) or m.group(2))
                 elif m.re is POD:
                     fields["pod"] = m.group(1)[:128]
+                elif m.re is LABEL_DATED:
+                    fields["process"] = m.group(1)
                 elif m.re is PID_PREFIX:
                     fields.setdefault("pid", int(m.group(1)))
             s = s[m.end() :]
@@ -244,10 +259,18 @@ def wrapped(s: str) -> bool:
     if c == "[":
         c1 = s[1:2]
         if c1 == "r":
-            return s.startswith("[rank") and not s.startswith("]:[", s.find("]"))
+            i = s.find("]")
+            return s.startswith("[rank") and (
+                not s.startswith("]:[", i) or LABEL_DATED.match(s, i + 2) is not None
+            )
         if c1.isdigit():
             return "m" in s[2:5] or "] " in s[2:13] or "]<std" in s[2:14]
-        return c1 == "p" or (c1 == "d" and s.startswith("[default")) or "] | " in s[:120]
+        return (
+            c1 == "p"
+            or (c1 == "d" and s.startswith("[default"))
+            or "] | " in s[:120]
+            or (c1.isalpha() and LABEL_DATED.match(s) is not None)
+        )
     if c == "*":
         return s.startswith("**")
     if c == "(" or c == "\x1b" or c == " " or c == "\ufffd" or c in _PANEL or s.endswith("cluster]"):

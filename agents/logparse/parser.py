@@ -57,6 +57,7 @@ class LogParser(Forms):
         # one (its offset is then the safe place to resume from until the traceback is emitted)
         self.tracebacks_opened = 0
         self._took = False  # the line being parsed went into the open traceback
+        self._enveloped = False  # the line being parsed came in a header or collector stamp
         self._pid_ranks: dict[int, str] = {}  # vLLM workers' pids -> the rank their own lines named
         self._wrap: Wrap | None = None  # a long glog line whose next physical line may be its continuation
         self._summary = SpecSummary()  # vLLM's end-of-run acceptance summary, a block of bare lines
@@ -126,7 +127,7 @@ class LogParser(Forms):
             if self._tb is not None:
                 self._tb.add("")
             return []
-        c = s[0]
+        c, self._enveloped = s[0], False
         if envelope.may_wrap(s):  # what quoting, re-throwing and collecting put in front (envelope.py)
             s = envelope.peel(s)
             if (lab := envelope.label(s)) is not None:
@@ -140,7 +141,11 @@ class LogParser(Forms):
             or (c == "[" and (s[11:12] == "T" or s[3:4] == "/"))
             or (c.isupper() and s[3:4] == " ")
         ):
+            whole = s
             s, extra, rank = self._unwrap(s, now)
+            self._enveloped = (
+                s is not whole
+            )  # (a stamp past an exception's line starts a record: TGI's launcher)
             if not s:
                 return []
             worker = worker_pid(extra) if rank is None else None
@@ -162,7 +167,7 @@ class LogParser(Forms):
         out: list[Event] = []
         deferred = False
         if tb is not None:
-            structured = self._structured(s)
+            structured = self._structured(s) or (self._enveloped and tb.phase == "exc")
             if structured and tb.key is not None:
                 deferred = True  # its header may carry the traceback's next line (vLLM, Python logging)
             else:

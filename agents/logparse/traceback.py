@@ -105,6 +105,9 @@ class Traceback:
                 self.interleaved += 1
                 return None
             return False
+        if self.phase == "frames" and s.rstrip() in ("...", "…"):
+            self.add(s)  # the reporter's elision of frames (vllm#40926), not the exception's line
+            return True
         if self.phase == "frames":
             self.add(s)
             self.exc_line = s

@@ -10,6 +10,7 @@ from app.detect.culprit import behind
 from app.detect.findings import Finding, evidence, excerpt
 from app.detect.hangs import MAX_EVIDENCE, launch_phase
 from app.rankstate import TERMINAL_PHASES, LaunchState, Signal
+from app.rankstate.codephase import phase_from_traceback
 
 # The RPC timeout confirms a stall. vLLM logs the broadcast wait once a minute for as long as a worker
 # stays stuck, and one alone may be a worker compiling: only a repeat, with nothing moving since, confirms.
@@ -130,6 +131,9 @@ def signal_kind(st: LaunchState, sig: Signal) -> IncidentKind:
         st.ready_at is not None
         or st.last_decode_at is not None
         or sig.fields.get("call") in SERVING_ONLY_CALLS
+        # a report raised as an exception through the engine's step loop (vllm#40926's RPC timeout out of
+        # step_with_batch_queue): its frames say it was serving
+        or phase_from_traceback(sig.message) == "serving"
     )
     return "stalled_serving" if served or launch_phase(st) in ("serving", "ready") else "suspected_deadlock"
 

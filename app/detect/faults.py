@@ -131,6 +131,11 @@ def _first_to_go(dead: list[tuple[float, RankState, Signal]]) -> tuple[float, Ra
     def consequence(r: RankState) -> bool:
         return any(s.kind in (wire.EventKind.CLOSING_SIGNAL, wire.EventKind.PEER_LOST) for s in r.signals)
 
+    # the launcher named the first failure itself (torchrun's "Root Cause (first observed failure)")
+    named = [d for d in dead if any(s.fields.get("root_cause") for s in _deaths(d[1]))]
+    if named:
+        ts, r, _ = named[0]
+        return ts, r, next(s for s in _deaths(r) if s.fields.get("root_cause"))
     causes = [d for d in dead if not consequence(d[1])] or dead
     t0 = causes[0][0]
     same_listing = [d for d in causes if d[0] - t0 <= 2.0]

@@ -76,6 +76,12 @@ _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "update_actor",
             "update_critic",
             "update_policy",
+            # verl's per-step worker calls: the rollout, the log-probs, the values, the rewards of a PPO step
+            "generate_sequences",
+            "compute_log_prob",
+            "compute_ref_log_prob",
+            "compute_values",
+            "compute_rm_score",
         ),
     ),
 )
@@ -104,7 +110,16 @@ _STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "loading_weights",
-        ("load_model", "load_weights", "model_loader/", "weights_iterator", "from_pretrained"),
+        # (and the model's construction, where TGI's and others' layers take their shards of the weights)
+        (
+            "load_model",
+            "load_weights",
+            "model_loader/",
+            "weights_iterator",
+            "from_pretrained",
+            "get_model",
+            "_modeling.py __init__",
+        ),
     ),
     (
         "dist_init",

@@ -56,6 +56,11 @@ _STEP = re.compile(r"\b(?:step|epoch|iteration|iter|global_step)\b|\[\d{1,9}/\d{
 _REQUEST_METHODS = frozenset({"POST", "PUT"})
 # the engine's own log of a request coming in or going out (vLLM's request logger and its engine client)
 _REQUEST_LINES = ("Received request ", "Added request ", "Finished request ", "Aborted request ")
+# a loader saying what it loads: a tensor of the model's (KTransformers' "loading model.layers.42.input_layernorm
+# .weight to cuda:5"), its weights, its checkpoint shards, a state dict
+_LOADING = re.compile(
+    r"[Ll]oading\b.{0,200}?(?:\.(?:weight|bias)\b|\bweights\b|safetensors|checkpoint shards|state[ _]dict)"
+)
 
 
 def phase_shown(ev: wire.Event) -> str | None:
@@ -78,6 +83,8 @@ def phase_shown(ev: wire.Event) -> str | None:
             return phase
     if k in (_RAW, _PROGRESS) and ev.severity not in ("error", "critical"):
         text = ev.message[:400]
+        if text[:1] in "Ll" and _LOADING.match(text):
+            return "loading_weights"
         if _LOSS.search(text) and _STEP.search(text):
             return "training"
     return None

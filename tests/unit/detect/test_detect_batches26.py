@@ -1,0 +1,59 @@
+"""Batches 26 to 28's shapes (speculation on vLLM, RL and training stacks, TGI and KTransformers), each from the
+real lines of the public thread named (tests/corpus keeps each excerpt): a reporter's elided frames, an engine
+timeout raised through the step loop, the RL step's worker calls, TGI's shards and its
+launcher's stamps after a traceback, a loader naming the tensors it loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents.logparse import parse_lines
+from tests.support.paths import CORPUS
+from tests.support.replaylines import run_log
+
+
+def lines_of(stem: str) -> list[str]:
+    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+
+
+def test_an_rpc_timeout_through_the_step_loop_is_a_stall_while_serving(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/40926: the reporter's "..." is an elision, not the exception
+    tb, said = parse_lines(lines_of("vllm-vllm-40926"), year=2026)
+    assert (tb.kind, tb.fields["exc_type"]) == ("engine_timeout", "TimeoutError")
+    assert (said.kind, said.fields["call"]) == ("engine_timeout", "sample_tokens")  # what the exception says
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllm-40926"), 2026).incidents
+    assert (inc.kind, inc.phase) == ("stalled_serving", "serving")
+
+
+def test_a_crash_in_an_rl_steps_rollout_is_a_crash_in_training(tmp_path: Path) -> None:
+    # https://github.com/PeterGriffinJin/Search-R1/issues/61: verl's generate_sequences -> torch.cuda.empty_cache
+    (inc,) = run_log(tmp_path, lines_of("ray-searchr1-61"), 2025).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "training")
+
+
+def test_a_shard_that_failed_to_start_is_its_rank(tmp_path: Path) -> None:
+    # https://github.com/huggingface/text-generation-inference/issues/1354 and #866
+    events = parse_lines(lines_of("tgi-tgi-1354"), year=2023)
+    assert [e.kind for e in events][:2] == [
+        "traceback",
+        "child_crashed",
+    ]  # the launcher's stamp ends the traceback
+    (inc,) = run_log(tmp_path, lines_of("tgi-tgi-1354"), 2023).incidents
+    assert (inc.culprit, inc.phase) == ("rank0", "loading_weights")
+    (inc,) = run_log(tmp_path, lines_of("tgi-tgi-866"), 2023, name="866.log").incidents
+    assert inc.culprit == "rank0"
+
+
+def test_a_loader_naming_the_tensors_it_loads_places_the_crash_in_loading(tmp_path: Path) -> None:
+    # https://github.com/kvcache-ai/ktransformers/issues/1803: "loading model.layers.43...weight to cuda:5", then
+    # "Segmentation fault (core dumped)"
+    (inc,) = run_log(tmp_path, lines_of("ktransformers-ktransformers-1803"), 2026).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "loading_weights")
+
+
+def test_a_programs_own_tag_before_a_dated_header_is_its_process() -> None:
+    # https://github.com/pytorch/torchtitan/pull/1287: "[rank0]:[titan] 2025-06-25 13:00:52,498 - root - INFO - step:"
+    line = next(ln for ln in lines_of("pytorch-torchtitan-1287") if ln.startswith("[rank0]:[titan] "))
+    (ev,) = parse_lines([line])
+    assert (ev.rank, ev.fields["process"], ev.severity) == ("rank0", "titan", "info")
+    assert ev.message.startswith("step: ") and ev.ts > 1.7e9  # dated by its own header
