@@ -24,6 +24,7 @@ from app.detect.culprit import (
 from app.detect.findings import Evidence, Finding, evidence
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, stacks
+from app.rankstate.reached import seen_only_in_logs
 from app.rankstate.torchjob import is_torch_job
 from app.rankstate.unnamed import stand_ins
 
@@ -139,7 +140,7 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
     if not sharp:
         if least <= cfg.dead_quiet_s:
             return _held(st, live)
-        if not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in live):
+        if seen_only_in_logs(st, live):
             # logs alone (replay): "no sign of work" cannot be seen, so wait out each phase's expected interval
             # ... and at least logs_only_quiet_s: JIT compiles and draft captures print nothing for minutes
             quiet = [
@@ -244,10 +245,7 @@ def _serving_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
     marks = [t for t in (st.last_decode_at, st.gen_tokens_rise_at, st.ready_at) if t is not None]
     marks = marks or serving_since[:1]
     last = max(marks) if marks else None
-    logs_only = st.gen_tokens_total is None and not any(
-        r.gpu_ts is not None or r.proc_seen_at is not None for r in live
-    )
-    limit = serving_limit(st, last, cfg, logs_only)
+    limit = serving_limit(st, last, cfg, seen_only_in_logs(st, live))
     if last is None or now - last <= limit:
         return None
     culprits, ev, reason = odd_one_out(live, now, cfg, with_milestones=False)

@@ -28,18 +28,12 @@ from agents import wire
 from app.detect.crashplace import crash_phase, traceback_row
 from app.detect.findings import Finding, excerpt
 from app.rankstate import LaunchState, Signal
+from app.rankstate.reached import seen_only_in_logs
 
 # the frames of the HTTP stack that catches a request's exception and answers it
 _REQUEST_FRAMES = ("/starlette/", "/uvicorn/", "/fastapi/", "/aiohttp/", "/grpc/")
 # exception types that say somebody stopped the process, not that it failed
 _STOPS = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
-
-
-def logs_only(st: LaunchState) -> bool:
-    """Nothing but log lines were ever seen of this launch: no process, no device, no engine metrics."""
-    if st.procs or st.gen_tokens_total is not None:
-        return False
-    return not any(r.gpu_ts is not None or r.proc_seen_at is not None for r in st.ranks.values())
 
 
 # a thread's outermost frame: threading's own, or a thread class's run (a process's is multiprocessing's)
@@ -66,7 +60,7 @@ def raised(s: Signal) -> bool:
 def ended_in_exception(st: LaunchState) -> tuple[str | None, Signal] | None:
     """(rank or None, traceback): the first exception after which the launch's log showed no further phase,
     when only its log is known."""
-    if not logs_only(st) or not st.raised_since_shown:
+    if not seen_only_in_logs(st) or not st.raised_since_shown:
         return None
     stopped = min((s.ts for _, s in st.signals if s.kind == wire.EventKind.LAUNCHER_STOPPING), default=None)
     since = {t for t in st.raised_since_shown if stopped is None or t < stopped}

@@ -9,10 +9,11 @@ moves the launch there, and a crash is placed at the last phase reached before i
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from agents import wire
 from app.rankstate.codephase import phase_of_code
-from app.rankstate.model import LaunchState
+from app.rankstate.model import LaunchState, RankState
 from app.rankstate.phases import STARTUP_PHASES
 
 # event kinds bound once: an enum member read off its class costs ~0.1 µs, and this runs per record
@@ -111,3 +112,15 @@ def reached_at(st: LaunchState, ts: float) -> str | None:
             break
         last = phase
     return last
+
+
+def seen_only_in_logs(st: LaunchState, ranks: Iterable[RankState] | None = None) -> bool:
+    """Nothing but log lines were ever seen of this launch (of ``ranks``, by default all of them): no process,
+    no device, no engine metrics. A replay, a pasted excerpt: what only a watching agent sees (a process's exit,
+    a GPU's work) cannot be asked, so the rules read the log's own state and wait out its own pace."""
+    if st.procs or st.gen_tokens_total is not None:
+        return False
+    return not any(
+        r.gpu_ts is not None or r.proc_seen_at is not None
+        for r in (st.ranks.values() if ranks is None else ranks)
+    )
