@@ -166,6 +166,8 @@ class Forms(Dating):
             return []
         fields, when = failed
         at = self.clock.epoch(*when) if when else None  # the entry's own time, or the log's
+        if at is not None:
+            self.last_ts = at  # a time the log states: lines waiting for one (the traceback above) take it
         rank = ranklabel.torch_label(int(fields["global_rank"]))  # type: ignore[arg-type]
         return [self._make(at if at is not None else ts, "child_crashed", "critical", s, rank, fields)]
 

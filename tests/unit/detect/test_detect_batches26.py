@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.logparse import parse_lines
+from tests.support.logparse_lines import utc
 from tests.support.paths import CORPUS
 from tests.support.replaylines import run_log
 
@@ -57,3 +58,11 @@ def test_a_programs_own_tag_before_a_dated_header_is_its_process() -> None:
     (ev,) = parse_lines([line])
     assert (ev.rank, ev.fields["process"], ev.severity) == ("rank0", "titan", "info")
     assert ev.message.startswith("step: ") and ev.ts > 1.7e9  # dated by its own header
+
+
+def test_torchruns_summary_entries_date_themselves_in_a_replay(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/speculators/issues/1115: an excerpt that starts inside the ChildFailedError;
+    # the entries' own "time : 2026-09-07_13:02:58" dates them (and the traceback above), not the file's noon
+    (inc,) = run_log(tmp_path, lines_of("pytorch-speculators-1115"), 2026).incidents
+    assert inc.kind == "rank_crashed" and inc.culprit == "rank3"  # the first to go of the entries kept
+    assert utc("2026-09-07 13:02:58") <= inc.opened_at <= utc("2026-09-07 13:03:30")
