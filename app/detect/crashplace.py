@@ -22,6 +22,7 @@ def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool
         or reached_at(st, ts)
         or _said_phase(tb)
         or _collective_phase(tb)
+        or _wiring_phase(st, ts)
         or ("starting" if failed_start else None)
     )
 
@@ -78,3 +79,16 @@ def _collective_phase(tb: list[Signal]) -> str | None:
     showed the launch reach anything: its first collectives are the wiring of its process groups
     (LlamaFactory#3839's barrier right after init_process_group)."""
     return "dist_init" if any("distributed_c10d.py" in s.message for s in tb) else None
+
+
+def _wiring_phase(st: LaunchState, ts: float) -> str | None:
+    """A communicator that could not be built, reported beside the crash by any rank (HCCL's EI0009 'Transport
+    init error' while a trainer wires itself to a rollout server, vllm-ascend#3162; 'HcclCommInitRootInfo
+    failed'): the launch was wiring its process groups."""
+    near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
+    wiring = any(
+        abs(x.ts - ts) <= 120
+        and (x.fields.get("op") == "connect" or x.fields.get("cause") == "comm_init_failed")
+        for x in near
+    )
+    return "dist_init" if wiring else None

@@ -134,6 +134,7 @@ _STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "new_process_group",
             "rendezvous",
             "pynccl.py __init__",
+            "comminit",  # a communicator's creation: ncclCommInitRank (vLLM's pynccl_wrapper), HcclCommInitRootInfo
             "custom_all_reduce.py __init__",
         ),
     ),

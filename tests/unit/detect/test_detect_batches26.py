@@ -1,7 +1,8 @@
-"""Batches 26 to 28's shapes (speculation on vLLM, RL and training stacks, TGI and KTransformers), each from the
-real lines of the public thread named (tests/corpus keeps each excerpt): a reporter's elided frames, an engine
-timeout raised through the step loop, the RL step's worker calls, TGI's shards and its
-launcher's stamps after a traceback, a loader naming the tensors it loads."""
+"""Batches 26 to 30's shapes (speculation on vLLM, RL and training stacks, TGI and KTransformers, collectives),
+each from the real lines of the public thread named (tests/corpus keeps each excerpt): a reporter's elided
+frames, an engine timeout raised through the step loop, the RL step's worker calls, TGI's shards and its
+launcher's stamps after a traceback, a loader naming the tensors it loads, torchrun's self-dated summary, a
+communicator that could not be built."""
 
 from __future__ import annotations
 
@@ -66,3 +67,12 @@ def test_torchruns_summary_entries_date_themselves_in_a_replay(tmp_path: Path) -
     (inc,) = run_log(tmp_path, lines_of("pytorch-speculators-1115"), 2026).incidents
     assert inc.kind == "rank_crashed" and inc.culprit == "rank3"  # the first to go of the entries kept
     assert utc("2026-09-07 13:02:58") <= inc.opened_at <= utc("2026-09-07 13:03:30")
+
+
+def test_a_communicator_that_could_not_be_built_places_the_crash_in_distributed_init(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/16707: pynccl_wrapper's ncclCommInitRank raised; and
+    # https://github.com/vllm-project/vllm-ascend/issues/3162: HCCL's EI0009 'Transport init error' beside the
+    # trainer's exception, whose own frames say nothing
+    for stem in ("vllm-vllm-16707", "vllm-ascend-3162"):
+        (inc,) = run_log(tmp_path, lines_of(stem), 2025, name=f"{stem}.log").incidents
+        assert (inc.kind, inc.phase) == ("rank_crashed", "dist_init"), stem
