@@ -171,6 +171,10 @@ def npu_message(msg: str) -> Match | None:
         # 507046: a stream synchronize waited past its timeout for the work queued on the device (a collective
         # among it, on a multi-card job; Ascend/pytorch#48): nothing on that stream finished
         return "collective_timeout", "error", {"backend": "hccl", "op": "stream sync"}
+    if "core exception]" in head or "there is an exception of ai" in head:
+        # a kernel that faulted on the device (CANN's EZ9999 "there is an exception of aivec error ... Kernel task
+        # happen error, retCode=0x31, [vector core exception]", sglang#12464): the context is lost with it
+        return "child_crashed", "critical", {"engine": "npu", "cause": "kernel_exception"}
     if "HcclCommInitRootInfo fail" in head:
         # the communicator could not be created (MindIE via gpustack#2021): the rank cannot start
         return "child_crashed", "critical", {"engine": "hccl", "cause": "comm_init_failed"}

@@ -82,6 +82,7 @@ _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "compute_ref_log_prob",
             "compute_values",
             "compute_rm_score",
+            "hybrid_engine",  # DeepSpeed-Chat's RLHF engine: its generate is a PPO step's rollout
         ),
     ),
 )

@@ -76,3 +76,16 @@ def test_a_communicator_that_could_not_be_built_places_the_crash_in_distributed_
     for stem in ("vllm-vllm-16707", "vllm-ascend-3162"):
         (inc,) = run_log(tmp_path, lines_of(stem), 2025, name=f"{stem}.log").incidents
         assert (inc.kind, inc.phase) == ("rank_crashed", "dist_init"), stem
+
+
+def test_a_kernel_exception_on_an_npu_is_the_rank_going_down() -> None:
+    # https://github.com/sgl-project/sglang/issues/12464: CANN's EZ9999 block, "... there is an exception of aivec
+    # error ..." and "Kernel task happen error, retCode=0x31, [vector core exception]"
+    events = parse_lines(lines_of("sglang-sglang-12464"), year=2025)
+    assert any(e.kind == "child_crashed" and e.fields.get("cause") == "kernel_exception" for e in events)
+
+
+def test_deepspeed_chats_hybrid_engine_generate_is_a_training_step(tmp_path: Path) -> None:
+    # https://github.com/deepspeedai/DeepSpeed/issues/4945: the RLHF step's generation raised an illegal access
+    (inc,) = run_log(tmp_path, lines_of("pytorch-deepspeed-4945"), 2024).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "training")
