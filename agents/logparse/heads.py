@@ -52,7 +52,7 @@ CUT_DATED = re.compile(
 # vLLM: INFO 03-12 10:15:32 [loggers.py:123] msg  /  before 2025: INFO 02-03 13:14:04 llm_engine.py:706] msg
 VLLM = re.compile(
     r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?"
-    r" (?:\[[^\]]{0,200}\]|[\w./-]{1,200}:\d{1,7}\]) ?"
+    r" (?:\[([^\]]{0,200})\]|([\w./-]{1,200}:\d{1,7})\]) ?"
 )
 # the same with the level word's front cut off in a paste ("NING 04-01 02:45:50 ray_utils.py:320] ...", or all of it:
 # "11-21 00:12:08 llm_engine.py:624] ..."): a proper suffix of a level word ends exactly one of them

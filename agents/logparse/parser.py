@@ -282,6 +282,8 @@ class LogParser(Forms):
                 g = m.groups()
                 ts = self._no_year(int(g[1]), int(g[2]), g[3:6], g[6], now)
                 self._saw("vllm", ts, False)
+                if g[0] in ("ERROR", "CRITICAL"):  # where an error was logged places a crash (crashplace.py)
+                    extra = {**(extra or {}), "source_file": (g[7] or g[8] or "")[:128]}
                 return self._message(
                     self._ts(ts, now), s[m.end() :], self.default_rank, heads.LEVELS[g[0]], extra
                 )

@@ -7,8 +7,8 @@ from __future__ import annotations
 from agents import wire
 from app.detect.findings import Evidence, evidence
 from app.rankstate import LaunchState, Signal
-from app.rankstate.codephase import phase_from_traceback
-from app.rankstate.reached import reached_at
+from app.rankstate.codephase import phase_from_traceback, phase_of_code
+from app.rankstate.reached import SAME_INSTANT_S, reached_at
 
 
 def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool = False) -> str | None:
@@ -82,13 +82,18 @@ def _collective_phase(tb: list[Signal]) -> str | None:
 
 
 def _wiring_phase(st: LaunchState, ts: float) -> str | None:
-    """A communicator that could not be built, reported beside the crash by any rank (HCCL's EI0009 'Transport
-    init error' while a trainer wires itself to a rollout server, vllm-ascend#3162; 'HcclCommInitRootInfo
-    failed'): the launch was wiring its process groups."""
+    """What the failure lines beside the crash say the launch was doing: a communicator that could not be built,
+    reported by any rank (HCCL's EI0009 'Transport init error' while a trainer wires itself to a rollout server,
+    vllm-ascend#3162; 'HcclCommInitRootInfo failed'), distributed init; an error logged by a request handler
+    (vLLM's '[serving_chat.py:677] ... MQEngineDeadError', vllm#15039), where its code runs."""
     near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
-    wiring = any(
-        abs(x.ts - ts) <= 120
-        and (x.fields.get("op") == "connect" or x.fields.get("cause") == "comm_init_failed")
-        for x in near
-    )
-    return "dist_init" if wiring else None
+    near = [x for x in near if abs(x.ts - ts) <= 120]
+    if any(x.fields.get("op") == "connect" or x.fields.get("cause") == "comm_init_failed" for x in near):
+        return "dist_init"
+    for x in near:
+        where = x.fields.get("source_file")
+        if isinstance(where, str) and abs(x.ts - ts) <= SAME_INSTANT_S:
+            path, _, rest = where.partition(":")
+            if (phase := phase_of_code(path, rest.partition(":")[2])) is not None:
+                return phase
+    return None

@@ -52,6 +52,8 @@ _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "create_chat_completion",
             "create_completion",
             "openai/serving_",
+            "serving_chat",  # (the same handlers' files, where a logger names only its file)
+            "serving_completion",
             "_wait_one_response",
             "generate_request",
             "stream_infer",

@@ -89,3 +89,12 @@ def test_deepspeed_chats_hybrid_engine_generate_is_a_training_step(tmp_path: Pat
     # https://github.com/deepspeedai/DeepSpeed/issues/4945: the RLHF step's generation raised an illegal access
     (inc,) = run_log(tmp_path, lines_of("pytorch-deepspeed-4945"), 2024).incidents
     assert (inc.kind, inc.phase) == ("rank_crashed", "training")
+
+
+def test_an_error_logged_by_a_request_handler_places_the_crash_in_serving(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/15039: one line, "ERROR 03-19 10:55:18 [serving_chat.py:677]
+    # vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is not running ... OutOfMemoryError(...)"
+    (ev,) = parse_lines(lines_of("vllm-vllm-15039"), year=2025)
+    assert (ev.kind, ev.fields["source_file"]) == ("engine_dead", "serving_chat.py:677")
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllm-15039"), 2025).incidents
+    assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
