@@ -114,6 +114,10 @@ def unglue(s: str) -> tuple[str, str] | None:
 def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str, str | None, Fields | None]:
     """The message without a logger's bracketed fields in front, the level they name, the source location."""
     c = msg[:1]
+    if c == "M" and msg.startswith("Message: '") and msg.endswith("'"):
+        # Python logging's "--- Logging error ---" dump ends with the record it failed to write (sglang#3685's
+        # sigquit handler): that record is the line
+        return msg[10:-1], level, extra
     if (w := msg.find(" what(): ", 0, 400)) > 0 and "xception" in msg[:w]:
         # a runtime's report of an exception nobody caught, its message inline (Ray's C++ logger: "logging.cc:101:
         # Unhandled exception: N3c1016DistBackendErrorE. what(): [PG ...] ..."): the what() is the line

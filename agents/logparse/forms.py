@@ -28,7 +28,7 @@ _CAPTURE_PROGRESS, _RAW = EventKind.CAPTURE_PROGRESS, EventKind.RAW
 PID_MAX = 4_194_304
 
 # the engines' crash reports that also arrive as an exception's message (raised rather than logged)
-_REPORTED_IN_EXCEPTIONS = frozenset({"child_crashed", "init_failed", "engine_timeout"})
+_REPORTED_IN_EXCEPTIONS = frozenset({"child_crashed", "init_failed", "engine_timeout", "engine_dead"})
 
 
 class Forms(Dating):
@@ -247,6 +247,9 @@ class Forms(Dating):
                 hit = hit or trtllm.trtllm_message(said)
             # torch_npu's messages start with the C++ function's name ("operator():build/...: NPU function error")
             hit = hit or ascend.fatal_exception(said) or nccl_error(said)
+            if hit is None and head.endswith("EngineDeadError"):
+                # vLLM's engine is gone, raised into whatever called it (a request's handler: vllm#6361)
+                hit = ("engine_dead", "critical", {"engine": "vllm", "how": head.rsplit(".", 1)[-1][:64]})
             if hit is not None and hit[0] in _REPORTED_IN_EXCEPTIONS:
                 out.append(self._make(tb.ts, hit[0], hit[1], said, tb.rank, hit[2]))
         return out

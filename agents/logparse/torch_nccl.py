@@ -33,6 +33,7 @@ TORCH_STARTS = (
     "[PG ",
     "[Rank ",
     "Watchdog caught",
+    "Process group watchdog thread terminated",  # the watchdog's own message, pasted without its header
     "Received a dump signal",
     "Observed flight recorder",
     "Heartbeat monitor",

@@ -105,6 +105,8 @@ class Traceback:
                 self.interleaved += 1
                 return None
             return False
+        if self.phase == "frames" and s.startswith("Message: "):
+            return False  # Python logging's own error dump: a call stack, then the record it failed to log
         if self.phase == "frames" and s.rstrip() in ("...", "…"):
             self.add(s)  # the reporter's elision of frames (vllm#40926), not the exception's line
             return True

@@ -4,6 +4,8 @@ the crash rules (faults.py, processes.py, uncaught.py). Pure: state in, a phase 
 
 from __future__ import annotations
 
+import re
+
 from agents import wire
 from app.detect.findings import Evidence, evidence
 from app.rankstate import LaunchState, Signal
@@ -81,6 +83,11 @@ def _collective_phase(tb: list[Signal]) -> str | None:
     return "dist_init" if any("distributed_c10d.py" in s.message for s in tb) else None
 
 
+# a communicator's creation named in a failure line (xLLM's glog CHECK "HCCL get root info failed", NCCL's
+# ncclCommInitRank, HCCL's HcclCommInitRootInfo)
+_COMM_INIT = re.compile(r"(?i)get root ?info|comm ?init ?(?:rank|root|all)|commInitRootInfo")
+
+
 def _wiring_phase(st: LaunchState, ts: float) -> str | None:
     """What the failure lines beside the crash say the launch was doing: a communicator that could not be built,
     reported by any rank (HCCL's EI0009 'Transport init error' while a trainer wires itself to a rollout server,
@@ -88,7 +95,12 @@ def _wiring_phase(st: LaunchState, ts: float) -> str | None:
     (vLLM's '[serving_chat.py:677] ... MQEngineDeadError', vllm#15039), where its code runs."""
     near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
     near = [x for x in near if abs(x.ts - ts) <= 120]
-    if any(x.fields.get("op") == "connect" or x.fields.get("cause") == "comm_init_failed" for x in near):
+    if any(
+        x.fields.get("op") == "connect"
+        or x.fields.get("cause") == "comm_init_failed"
+        or _COMM_INIT.search(x.message, 0, 600)
+        for x in near
+    ):
         return "dist_init"
     for x in near:
         where = x.fields.get("source_file")

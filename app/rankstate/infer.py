@@ -119,7 +119,8 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
             return "dist_init"  # its process group never completed a collective: still setting up
         if seen and max(seen) < SERVING_COLLECTIVES and is_torch_job(st) and not _engine_reached(st):
             # a training job (only PyTorch's own rank tags, no engine step in its log) builds its communicator
-            # in its first collective: one completed, it is in its steps (prodigy#35: work 174)
+            # in its first collective: one completed, it is in its steps (prodigy#35: work 174). Past thousands,
+            # an engine serving for hours and a job training for hours look alike from these lines alone
             return "training"
         # thousands of collectives completed: long past start-up (which takes tens to hundreds)
         return "serving" if seen and max(seen) >= SERVING_COLLECTIVES else None
