@@ -117,10 +117,16 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
         seen = [v for key in ("seq", "failed_work", "completed") if isinstance(v := ev.fields.get(key), int)]
         if first_collective_stuck(ev.fields):
             return "dist_init"  # its process group never completed a collective: still setting up
-        if seen and max(seen) < SERVING_COLLECTIVES and is_torch_job(st) and not _engine_reached(st):
+        trained = any(p == "training" for _, p in st.reached)  # the log's own step reports (a loss, a step)
+        if (
+            seen
+            and is_torch_job(st)
+            and (trained or (max(seen) < SERVING_COLLECTIVES and not _engine_reached(st)))
+        ):
             # a training job (only PyTorch's own rank tags, no engine step in its log) builds its communicator
             # in its first collective: one completed, it is in its steps (prodigy#35: work 174). Past thousands,
-            # an engine serving for hours and a job training for hours look alike from these lines alone
+            # an engine serving for hours and a job training for hours look alike from these lines alone, unless
+            # the log showed its training steps (LlamaFactory#2902's loss dict and step bar)
             return "training"
         # thousands of collectives completed: long past start-up (which takes tens to hundreds)
         return "serving" if seen and max(seen) >= SERVING_COLLECTIVES else None

@@ -48,3 +48,10 @@ def test_a_communicator_named_in_a_failed_check_places_the_crash_in_distributed_
     # HCCL get root info failed."
     (inc,) = run_log(tmp_path, lines_of("other-xllm-350"), 2025).incidents
     assert (inc.kind, inc.phase) == ("rank_crashed", "dist_init")
+
+
+def test_a_watchdog_far_past_start_up_in_a_log_showing_training_steps_is_in_training(tmp_path: Path) -> None:
+    # https://github.com/hiyouga/LlamaFactory/issues/2902: the Trainer's loss dict and step bar, then the
+    # watchdog at SeqNum 1516 (a thousand collectives alone would say an engine serving)
+    (inc,) = run_log(tmp_path, lines_of("pytorch-llamafactory-2902"), 2024).incidents
+    assert (inc.kind, inc.phase) == ("nccl_timeout", "training")
