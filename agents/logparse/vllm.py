@@ -102,10 +102,6 @@ def vllm_message(msg: str) -> Match | None:
         fields = {"engine": "vllm"}
         _num(_PG_WAIT, msg, fields, "waited_s")
         return "placement_wait", "warning", fields
-    if msg.startswith("Waiting for ") and "core engine proc(s) to start" in msg[:80]:
-        # V1's front end, every 10 s until its engine cores report in (vllm#24133, hami-core#261): the launch
-        # is starting, and a log that stops here stopped there
-        return "placement_wait", "info", {"engine": "vllm", "waiting_for": "engine_core"}
     if msg.startswith("Starting to load model"):
         return "load_begin", "info", {"draft": False, "model_path": msg[23:].rstrip(".")[:256]}
     if msg.startswith("Loading drafter model"):

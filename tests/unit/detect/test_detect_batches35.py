@@ -1,6 +1,6 @@
 """Batches 35 to 37's shapes (engines, training, Ascend and multi-node), each from the real lines of the public
-thread named (tests/corpus keeps each excerpt): vLLM's front end waiting for its engine cores, the watchdog's
-message without its header, Python logging's own error dump, a communicator's creation named in a glog CHECK."""
+thread named (tests/corpus keeps each excerpt): the watchdog's message without its header, Python logging's own
+error dump, a communicator's creation named in a glog CHECK."""
 
 from __future__ import annotations
 
@@ -13,16 +13,6 @@ from tests.support.replaylines import run_log
 
 def lines_of(stem: str) -> list[str]:
     return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
-
-
-def test_a_front_end_left_waiting_for_its_engine_cores_is_a_start_up_hang(tmp_path: Path) -> None:
-    # https://github.com/vllm-project/vllm/issues/24133: "Waiting for 1 local, 0 remote core engine proc(s) to
-    # start." every 10 s, then nothing: quiet a minute on, a start-up hang five minutes on
-    lines = lines_of("vllm-vllm-24133")
-    assert {e.kind for e in parse_lines(lines, year=2025)} == {"placement_wait"}
-    assert run_log(tmp_path, lines, 2025, stalled_for_s=60).incidents == []
-    (inc,) = run_log(tmp_path, lines, 2025, name="later.log", stalled_for_s=300).incidents
-    assert inc.kind == "suspected_deadlock"
 
 
 def test_the_watchdogs_message_pasted_without_its_header_is_its_timeout(tmp_path: Path) -> None:
