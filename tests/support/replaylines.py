@@ -7,6 +7,12 @@ from pathlib import Path
 
 from app.offline.driver import OfflineRun
 from app.offline.replay import replay
+from tests.support.paths import CORPUS
+
+
+def lines_of(stem: str) -> list[str]:
+    """The lines of a real-log corpus case (tests/corpus/STEM.log), as its thread pasted them."""
+    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
 
 
 def run_log(

@@ -9,12 +9,7 @@ from pathlib import Path
 
 from agents.logparse import parse_lines
 from agents.logparse.deaths import process_death
-from tests.support.paths import CORPUS
-from tests.support.replaylines import run_log
-
-
-def lines_of(stem: str) -> list[str]:
-    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+from tests.support.replaylines import lines_of, run_log
 
 
 def test_a_failed_check_and_a_rust_panic_are_the_process_going_down() -> None:

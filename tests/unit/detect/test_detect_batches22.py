@@ -9,12 +9,7 @@ from pathlib import Path
 
 from agents.logparse import parse_lines
 from agents.logparse.deaths import process_death
-from tests.support.paths import CORPUS
-from tests.support.replaylines import run_log
-
-
-def lines_of(stem: str) -> list[str]:
-    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+from tests.support.replaylines import lines_of, run_log
 
 
 def test_a_process_group_waiting_for_a_member_is_a_hang_in_distributed_init(tmp_path: Path) -> None:

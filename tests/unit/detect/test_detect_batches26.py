@@ -10,12 +10,7 @@ from pathlib import Path
 
 from agents.logparse import parse_lines
 from tests.support.logparse_lines import utc
-from tests.support.paths import CORPUS
-from tests.support.replaylines import run_log
-
-
-def lines_of(stem: str) -> list[str]:
-    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+from tests.support.replaylines import lines_of, run_log
 
 
 def test_an_rpc_timeout_through_the_step_loop_is_a_stall_while_serving(tmp_path: Path) -> None:

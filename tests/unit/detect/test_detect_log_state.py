@@ -8,12 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.logparse import parse_lines
-from tests.support.paths import CORPUS
-from tests.support.replaylines import run_log
-
-
-def lines_of(stem: str) -> list[str]:
-    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+from tests.support.replaylines import lines_of, run_log
 
 
 def test_a_crash_after_a_request_was_served_is_a_crash_in_serving(tmp_path: Path) -> None:

@@ -6,12 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.paths import CORPUS
-from tests.support.replaylines import run_log
-
-
-def lines_of(stem: str) -> list[str]:
-    return (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+from tests.support.replaylines import lines_of, run_log
 
 
 def test_frames_cut_before_their_exception_are_still_an_uncaught_exception(tmp_path: Path) -> None:
