@@ -47,8 +47,8 @@ def raised(s: Signal) -> bool:
     one that ended a thread)."""
     if s.kind != wire.EventKind.TRACEBACK:
         return False
-    first = _THREAD_START.search(s.message, 0, s.message.find('File "') + 500)
-    if first is not None and first.start() == s.message.find('File "'):
+    outermost = s.message.find('File "')
+    if outermost >= 0 and _THREAD_START.match(s.message, outermost, outermost + 500):
         return False  # the outermost frame is a thread's: the thread ended, the process did not
     # (an excerpt may keep the frames and lose the exception's line: frames alone are still one raised)
     exc = str(s.fields.get("exc_type") or "Error").rsplit(".", 1)[-1]
