@@ -19,6 +19,7 @@ import re
 from agents import ranklabel, wire
 from app.rankstate.model import LaunchState, RankState, progress, set_phase
 from app.rankstate.phases import TERMINAL_PHASES
+from app.rankstate.reached import phase_shown
 
 # frame words (function or file) -> phase, checked in order on the innermost few frames
 _FRAME_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -97,8 +98,13 @@ def job_line(st: LaunchState, ev: wire.Event) -> bool:
         st.job_gaps.append(ev.ts - st.job_line_at)
         del st.job_gaps[:-JOB_GAPS]
     st.job_line_at = max(st.job_line_at or ev.ts, ev.ts)
+    # a line of the job's training steps (a step and its loss) is every rank's: SPMD ranks run the same step,
+    # past init_process_group and the collectives before it; a rank whose place no stack has shown yet is there
+    stepping = phase_shown(ev) == "training"
     for r in st.ranks.values():
         if r.phase not in TERMINAL_PHASES and ev.ts >= r.first_seen:
             progress(r, ev.ts, f"job log line: {ev.message.strip()[:120]}")
+            if stepping and r.phase in ("starting", "dist_init") and ev.ts >= r.phase_since:
+                set_phase(r, "training", ev.ts)
             st.dirty.add(r.label)
     return True

@@ -78,7 +78,7 @@ def train() -> None:
         if step == fail and RANK == ODD:
             raise RuntimeError(f"rank {RANK}: loss is NaN at step {step}")
         dist.all_reduce(t)
-        print(f"rank {RANK}: step {step}", flush=True)
+        print(f"rank {RANK}: step {step} loss {1.0 / step:.4f}", flush=True)
         if every and step % every == 0:
             if RANK == 0:
                 write_state(f"{out}/ckpt-{os.getpid()}.pt", ckpt_s)

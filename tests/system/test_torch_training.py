@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import pytest
 
 from agents.collectors.stacks import find_py_spy
-from tests.support.harness import unavailable, wait_for
+from tests.support.harness import WAIT_MARGIN, unavailable, wait_for
 from tests.support.torchsite import Site, cpu_hog, torch_site
 
 STEP_S, CKPT_S = 20, 30
@@ -86,12 +86,19 @@ def test_a_stopped_rank_is_named_and_its_incident_resolves_when_training_moves_a
 
 
 def test_a_rank_that_raises_mid_training_is_a_crash_naming_it(site: Site) -> None:
-    crash = wait_for(
-        "rank_crashed naming rank2",
-        lambda: site.incident("stop", "rank_crashed", culprit="rank2"),
-        timeout=400,
-    )
+    job = site.jobs["stop"]
+    try:
+        # (within pytest's own limit, so that a miss reports what the server did say)
+        crash = wait_for(
+            "rank_crashed naming rank2",
+            lambda: site.incident("stop", "rank_crashed", culprit="rank2"),
+            timeout=240 / WAIT_MARGIN,
+        )
+    except AssertionError as miss:
+        said = [(i["kind"], i["status"], i["culprit"], i["summary"]) for i in site.incidents("stop")]
+        raise AssertionError(f"{miss}; the job's log ends {job.log()[-1500:]!r}; incidents: {said}") from None
     assert "NaN" in str(crash["evidence"]) or "exitcode" in str(crash["evidence"]), crash["evidence"]
+    assert "crashed in training" in crash["summary"], "30 steps in, not at start-up: " + crash["summary"]
 
 
 def test_a_rank_missing_from_dist_init_is_reported_in_dist_init(site: Site) -> None:

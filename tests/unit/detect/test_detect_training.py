@@ -76,6 +76,16 @@ def test_a_job_whose_ranks_all_exit_without_codes_ended_and_one_that_raised_cras
     (crash,) = k.opened("rank_crashed")
     assert crash.finding is not None and crash.finding.culprit == "rank2"
     assert endings.ending(k.fleet.launches[LAUNCH]) == "running"
+    # the job's own step lines placed every rank in training before any stack was taken: that is where it died
+    assert crash.finding.phase == "training" and "crashed in training" in crash.finding.summary, crash.finding
+
+
+def test_a_jobs_step_lines_place_ranks_no_stack_has_shown_in_training_and_other_lines_do_not() -> None:
+    c = TorchCluster()
+    c.run(6, lambda c: (procs(c), c.ev("raw", None, "loading dataset shard 3 of 8")))
+    assert {r.phase for r in c.fleet.launches[LAUNCH].ranks.values()} == {"starting"}, "no step shown yet"
+    c.run(6, steps)
+    assert {r.phase for r in c.fleet.launches[LAUNCH].ranks.values()} == {"training"}
 
 
 def test_a_rank_gone_without_a_word_while_its_peers_wait_for_it_is_a_crash() -> None:
