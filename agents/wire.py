@@ -210,6 +210,9 @@ class EventKind(StrEnum):
     RENDEZVOUS_LOST = "rendezvous_lost"
     # vLLM on Ray: the engine waits for a placement group (GPUs) the cluster does not give it
     PLACEMENT_WAIT = "placement_wait"
+    # a server's front end waiting for its engine processes to come up (vLLM's API server: "Waiting for 1 local,
+    # 0 remote core engine proc(s) to start"): the launch is starting, and the line is no rank's
+    ENGINE_WAIT = "engine_wait"
     # torchrun: the elastic agent's view of its workers
     CLOSING_SIGNAL = "closing_signal"
     LAUNCHER_STOPPING = "launcher_stopping"

@@ -37,6 +37,9 @@ _EXIT_CODE = re.compile(r"\(exit code: (-?\d{1,4})\)")
 
 _WORLD = re.compile(r"world_size=(\d+) rank=(\d+)")
 _PG_WAIT = re.compile(r"placement group of specs for (\d+) seconds")
+# the API server's wait for its engine cores (v1/engine/utils.py, every 10 s until they report ready); older
+# releases print no local / remote split
+_CORE_WAIT = re.compile(r"Waiting for (\d+) (?:local, (\d+) remote )?core engine proc\(s\) to start")
 _PROMPT_TP = re.compile(r"Avg prompt throughput: ([\d.]+)")
 _GEN_TP = re.compile(r"Avg generation throughput: ([\d.]+)")
 _RUNNING = re.compile(r"Running: (\d+) reqs")
@@ -102,6 +105,8 @@ def vllm_message(msg: str) -> Match | None:
         fields = {"engine": "vllm"}
         _num(_PG_WAIT, msg, fields, "waited_s")
         return "placement_wait", "warning", fields
+    if msg.startswith("Waiting for") and (m := _CORE_WAIT.match(msg)) is not None:
+        return "engine_wait", "info", {"engine": "vllm", "engines": int(m[1]) + int(m[2] or 0)}
     if msg.startswith("Starting to load model"):
         return "load_begin", "info", {"draft": False, "model_path": msg[23:].rstrip(".")[:256]}
     if msg.startswith("Loading drafter model"):

@@ -26,6 +26,7 @@ SAME_INSTANT_S = 2.0
 
 # a milestone line -> the phase it shows the launch reached (a step's start: the step itself)
 _STEP_PHASE = {
+    "engine_wait": "starting",  # (only while nothing else was shown: note_reached)
     "dist_init_begin": "dist_init",
     "comm_setup": "dist_init",
     "dist_init_end": "loading_weights",
@@ -98,8 +99,8 @@ def note_reached(st: LaunchState, ev: wire.Event) -> None:
     if phase is None:
         return
     st.raised_since_shown.clear()
-    if st.reached and st.reached[-1][1] == phase:
-        return
+    if st.reached and (st.reached[-1][1] == phase or phase == "starting"):
+        return  # a front end still waiting for its engine says nothing new once the engine showed a step
     st.reached.append((ev.ts, phase))
     del st.reached[:-REACHED_KEEP]
 

@@ -40,3 +40,16 @@ def test_a_watchdog_far_past_start_up_in_a_log_showing_training_steps_is_in_trai
     # watchdog at SeqNum 1516 (a thousand collectives alone would say an engine serving)
     (inc,) = run_log(tmp_path, lines_of("pytorch-llamafactory-2902"), 2024).incidents
     assert (inc.kind, inc.phase) == ("nccl_timeout", "training")
+
+
+def test_a_front_end_waiting_for_its_engine_cores_is_a_launch_starting_and_no_rank(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/24133: the API server's "Waiting for 1 local, 0 remote core
+    # engine proc(s) to start." every 10 s, then nothing from the engine core that never came up
+    lines = lines_of("vllm-vllm-24133")
+    events = parse_lines(lines, year=2025)
+    assert [(e.kind, e.fields["engines"]) for e in events] == [("engine_wait", 1)] * 2
+    run = run_log(tmp_path, lines, 2025)
+    assert run.incidents == [], "twenty seconds of waiting is a start-up"
+    assert all(not st.ranks for st in run.fleet.launches.values()), "the front end is no rank of the launch"
+    (inc,) = run_log(tmp_path, lines, 2025, stalled_for_s=300).incidents
+    assert (inc.kind, inc.phase) == ("suspected_deadlock", "starting")
