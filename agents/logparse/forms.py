@@ -129,8 +129,9 @@ class Forms(Dating):
         stamp = trtllm.STAMP.match(s) if c == "[" and c1.isdigit() else None
         at = stamp.end() if stamp else 0
         if c == "[" and (c1 == "T" or stamp) and (m := trtllm.HEAD.match(s, at)):
-            lv = m.group(1)
+            lv = m.group(2)
             level = heads.LEVELS.get(lv) or trtllm.LEVELS.get(lv, "info")
+            rank = f"rank{m.group(1)}" if m.group(1) else rank
             msg = s[m.end() :]
             ts = None
             if stamp:

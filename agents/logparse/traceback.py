@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .sglang import sglang_message
+from .supervisors import supervisor_message
 from .values import Fields
+from .vllm import vllm_message
 
 MESSAGE_LIMIT = 8192
 _MAX_LINES = 400
@@ -93,6 +96,8 @@ class Traceback:
                 self.phase = "frames"
             return True
         if s.startswith(START):
+            if self.phase == "exc":
+                return False  # a traceback of its own: Python puts a chain line before a chained one
             self.add(s)
             self.phase = "frames"
             return True
@@ -115,7 +120,7 @@ class Traceback:
             self.exc_line = s
             self.phase = "exc"
             return True
-        if self.phase == "exc" and self.tail < _MAX_TAIL:
+        if self.phase == "exc" and self.tail < _MAX_TAIL and not _a_record(s):
             self.add(s)
             self.tail += 1
             return True
@@ -143,6 +148,12 @@ class Traceback:
 
 # an exception's own line at the start of a line of its own: "Exception: Capture cuda graph failed: ..."
 _ALONE = re.compile(r"((?:[a-z_]\w{0,40}\.){0,6}(?:[A-Z]\w{0,80}(?:Error|Exception)|Exception)): \S")
+
+
+def _a_record(s: str) -> bool:
+    """A line after an exception's line that an engine's reader knows as a record of its own (vLLM's worker
+    wrapper reporting the method that raised, a supervisor's death report), not more of the message."""
+    return any(read(s) is not None for read in (vllm_message, sglang_message, supervisor_message))
 
 
 def exception_alone(msg: str) -> Fields | None:

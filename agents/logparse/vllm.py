@@ -52,6 +52,8 @@ _KV_TOKENS = re.compile(r"[GCXN]PU KV cache size: ([\d,]{1,20}) tokens")
 _ASSIGNED = re.compile(r"rank (\d+) in world size (\d+) is assigned as")
 _GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took ([\d.-]+) GiB)?")
 _WEIGHTS_TOOK = re.compile(r"Loading weights took ([\d.]+) seconds")
+_MODEL_WEIGHTS = re.compile(r"Loading model weights took ([\d.]+) GB")  # V0's model runner, vllm-ascend's
+_METHOD = re.compile(r"Error executing method '?(\w{1,80})")
 _INIT_TOOK = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
 # "torch.compile took 41.20 s in total", "Compiling a graph for compile range (1, 2048) takes 18.33 s",
 # "Dynamo bytecode transform time: 6.10 s", "Directly load the compiled graph(s) for compile range ... took 2.1 s"
@@ -140,6 +142,10 @@ def _startup(msg: str) -> Match | None:
         fields: Fields = {}
         _num(_WEIGHTS_TOOK, msg, fields, "elapsed_s")
         return "load_end", "info", fields
+    if c == "L" and msg.startswith("Loading model weights took"):
+        fields = {"draft": False}
+        _num(_MODEL_WEIGHTS, msg, fields, "mem_usage_gb")
+        return "load_end", "info", fields
     if c == "W":
         if msg.startswith("Warming up model for the compilation"):
             return "warmup_begin", "info", {"engine": "vllm"}
@@ -210,7 +216,10 @@ def _failure(msg: str) -> Match | None:
         # V1's worker process, and V0's worker wrapper ("Error executing method execute_model. This might cause
         # deadlock in distributed execution.", HabanaAI/vllm-fork#419): the worker's step raised, and it re-raises
         if msg.startswith(("WorkerProc hit an exception", "Error executing method")):
-            return "scheduler_exception", "error", {"engine": "vllm"}
+            said: Fields = {"engine": "vllm"}
+            if (m := _METHOD.match(msg)) is not None:
+                said["method"] = m[1]  # what the worker was asked to run: where in its life it raised
+            return "scheduler_exception", "error", said
         if msg.startswith(_ITERATION_TIMEOUT):
             return "engine_timeout", "critical", {"engine": "vllm", "call": "engine_iteration"}
     if c == "[" and msg.startswith("[shutdown]"):

@@ -21,6 +21,7 @@ def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool
     and log say nothing may still say what it was doing (creating a communicator: dist_init)."""
     return (
         frames_phase(tb)
+        or _method_phase(st, ts)
         or reached_at(st, ts)
         or _said_phase(tb)
         or _collective_phase(tb)
@@ -44,6 +45,17 @@ _SAID_PHASES = (
     ("dist_init", ("commInitRootInfo", "ncclcomminitrank", "init_process_group")),
     ("cuda_graph_capture", ("cuda graph", "cudagraph", "graph capture")),
 )
+
+
+def _method_phase(st: LaunchState, ts: float) -> str | None:
+    """The method a worker wrapper says raised (vLLM's "Error executing method 'determine_num_available_blocks'"):
+    the outermost call of the worker's traceback, where its frames were cut from the excerpt."""
+    near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
+    for x in near:
+        method = x.fields.get("method")
+        if isinstance(method, str) and abs(x.ts - ts) <= 120 and (phase := phase_of_code("", method)):
+            return phase
+    return None
 
 
 def _said_phase(tb: list[Signal]) -> str | None:
@@ -86,6 +98,9 @@ def _collective_phase(tb: list[Signal]) -> str | None:
 # a communicator's creation named in a failure line (xLLM's glog CHECK "HCCL get root info failed", NCCL's
 # ncclCommInitRank, HCCL's HcclCommInitRootInfo)
 _COMM_INIT = re.compile(r"(?i)get root ?info|comm ?init ?(?:rank|root|all)|commInitRootInfo")
+# a start-up failure that the collective library raised (TensorRT-LLM's "Failed to initialize executor on rank 0:
+# ... NCCL error ... 'invalid usage'"): at start-up NCCL and HCCL do nothing but wire the ranks together
+_COMM_ERROR = re.compile(r"\b[NH]CCL (?:error|failure)|\b[NH]CCL_[A-Z_]*ERROR", re.IGNORECASE)
 
 
 def _wiring_phase(st: LaunchState, ts: float) -> str | None:
@@ -99,6 +114,7 @@ def _wiring_phase(st: LaunchState, ts: float) -> str | None:
         x.fields.get("op") == "connect"
         or x.fields.get("cause") == "comm_init_failed"
         or _COMM_INIT.search(x.message, 0, 600)
+        or (x.kind == wire.EventKind.INIT_FAILED and _COMM_ERROR.search(x.message, 0, 600))
         for x in near
     ):
         return "dist_init"

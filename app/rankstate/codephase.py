@@ -78,6 +78,7 @@ _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "update_actor",
             "update_critic",
             "update_policy",
+            "ppo_train",  # OpenRLHF's actor and critic: one rollout's worth of PPO updates, called every step
             # verl's per-step worker calls: the rollout, the log-probs, the values, the rewards of a PPO step
             "generate_sequences",
             "compute_log_prob",
@@ -131,6 +132,7 @@ _STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "init_distributed",  # (init_distributed_environment, DeepSpeed's comm.init_distributed)
             "initialize_distributed",  # (Megatron's _initialize_distributed)
             "distributed_environment",  # (vLLM's init_worker_distributed_environment)
+            "init_device",  # (vLLM's Worker.init_device: its device, then that distributed environment)
             "initialize_model_parallel",
             "init_model_parallel",
             "init_process_group",  # torch.distributed's own, and its rendezvous (the TCPStore connect)
