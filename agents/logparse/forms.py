@@ -12,6 +12,7 @@ from agents.wire import Event, EventKind
 from . import ascend, heads, torchrun, trtllm
 from .comms import comm_message
 from .dating import Dating
+from .deaths import process_death
 from .elastic import FailureSummary
 from .progress import Bar
 from .sglang import sglang_message
@@ -102,13 +103,14 @@ class Forms(Dating):
                 extra = {**(extra or {}), "pid": pid}
         ts = None
         if g[2]:
-            md = g[2]
-            ts = self._no_year(int(md[:-2]), int(md[-2:]), g[3:6], (g[6] or "")[:6], now)
+            ts = self._glog_date(g[2], g[3:6], g[6], now)
         self._saw("glog", ts, g[0] is not None)
         msg = s[m.end() :]
         kind, sev, fields = torch_message(msg, g[1])
-        if kind == _RAW and (wiring := comm_message(msg)) is not None:
-            kind, sev, fields = wiring  # torch.distributed's own store barrier, behind absl's header
+        if kind == _RAW and (wiring := comm_message(msg) or process_death(msg)) is not None:
+            # torch.distributed's own store barrier behind absl's header; a runtime's failed CHECK, which glog
+            # logs FATAL before it aborts the process (xLLM#350's "F20251111 ... Check failed: ...")
+            kind, sev, fields = wiring
         if g[0] is not None:
             fields["global_rank"] = int(g[0])
         elif "pg_rank" in fields:
@@ -172,6 +174,17 @@ class Forms(Dating):
         rank = ranklabel.torch_label(int(fields["global_rank"]))  # type: ignore[arg-type]
         return [self._make(at if at is not None else ts, "child_crashed", "critical", s, rank, fields)]
 
+    def _glog_date(
+        self, date: str, hms: tuple[str, ...], frac: str | None, now: float | None
+    ) -> float | None:
+        """glog's MMDD, or YYYYMMDD where it prints the year (glog 0.7's default): a year shown is taken."""
+        if len(date) == 8:
+            y, mo, d = int(date[:4]), int(date[4:6]), int(date[6:])
+            return self.clock.epoch(
+                y, mo, d, int(hms[0]), int(hms[1]), int(hms[2]), heads.frac((frac or "")[:6])
+            )
+        return self._no_year(int(date[:-2]), int(date[-2:]), hms, (frac or "")[:6], now)  # (M)MDD
+
     def _torchrun(self, m: re.Match[str], s: str, now: float | None) -> list[Event] | None:
         """torchrun's own lines (``W1201 07:40:06.132000 28272 torch/distributed/run.py:874] ...``) that say a
         worker failed or was sent its closing signal; None for any other glog line (read as glog below)."""
@@ -180,7 +193,7 @@ class Forms(Dating):
         hit = torchrun.launcher_message(msg)
         if hit is None:
             return None
-        ts = self._no_year(int(g[1][:2]), int(g[1][2:]), g[2:5], (g[5] or "")[:6], now)
+        ts = self._glog_date(g[1], g[2:5], g[5], now)
         self._saw("glog", ts, False)
         kind, sev, fields = hit
         fields["source_file"] = g[7][:128]

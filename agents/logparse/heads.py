@@ -33,8 +33,9 @@ GLOG = re.compile(
 )
 # torchrun / torch.distributed python logging: W1201 07:40:06.132000 28272 torch/distributed/run.py:874] msg
 # (the number is a process id or, from absl's and older torch's logging, a thread ident: up to 20 digits)
+# (glog 0.7 puts the year in front by default: "F20251111 12:28:58.504206 214989 collective_service.cpp:37]")
 GLOG_BARE = re.compile(
-    r"([IWEF])(\d{4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? {1,4}(\d{1,20}) ([\w./+-]{1,200}:\d{1,7})\] ?"
+    r"([IWEF])(\d{8}|\d{4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? {1,4}(\d{1,20}) ([\w./+-]{1,200}:\d{1,7})\] ?"
 )
 # 2025-12-04 20:35:53 INFO 151972 [scheduler_metrics_mixin.py:287] msg (a fork's, with its rank tags in the
 # bracket: "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]")  /  2025-03-03 18:46:45,039 - INFO - msg
@@ -99,6 +100,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]{0,20}[A-Za-z]")
 # a colour code whose escape byte was lost on the way (copied from a terminal, a CI page): [36m ... [0m
 # (or that a decoder replaced with U+FFFD)
 LOST_ANSI = re.compile(r"\ufffd?\[\d{1,3}(?:;\d{1,3}){0,4}m")
+# the same colours once a terminal's output went through ansi2html or a web console: <font color="#2AA1B3"><b>
+# (APIServer pid=128291)</b></font> INFO ... (ragflow#11166); only these tags, and only where a line starts with one
+HTML_COLOUR = re.compile(r"</?(?:font|b|span)\b[^<>]{0,80}>")
 REPEATED = re.compile(r" \[repeated (\d{1,9})x across cluster\]$")
 PID = re.compile(r"pid=(\d{1,10})")
 RANK_TAG = re.compile(r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}")
@@ -160,6 +164,8 @@ def unwrap(s: str) -> Wrapped:
         s = ANSI.sub("", s)
     if "m" in s[:12] and LOST_ANSI.search(s, 0, 300):
         s = LOST_ANSI.sub("", s, 4)
+    if s[:1] == "<" and HTML_COLOUR.match(s):
+        s = HTML_COLOUR.sub("", s, 8)
     for _ in range(4):
         c = s[:1]
         if c == "(":
@@ -273,6 +279,8 @@ def wrapped(s: str) -> bool:
         )
     if c == "*":
         return s.startswith("**")
+    if c == "<":
+        return HTML_COLOUR.match(s) is not None
     if c == "(" or c == "\x1b" or c == " " or c == "\ufffd" or c in _PANEL or s.endswith("cluster]"):
         return True
     if c.isdigit():

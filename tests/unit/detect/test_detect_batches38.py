@@ -52,3 +52,19 @@ def test_a_ppo_trainers_update_step_in_the_frames_is_training(tmp_path: Path) ->
     # https://github.com/OpenRLHF/OpenRLHF/issues/305: ActorDiedError raised through ppo_actor.py's ppo_train
     (inc,) = run_log(tmp_path, lines_of("ray-openrlhf-305"), 2024).incidents
     assert (inc.kind, inc.phase) == ("rank_crashed", "training")
+
+
+def test_a_glog_header_with_its_year_is_dated_by_it() -> None:
+    # https://github.com/xLLM-AI/xllm/issues/350: glog 0.7's default header, "I20251111 12:28:58.490254 215011
+    # worker_server.cpp:72] ..." read in 2026 (the year would otherwise be guessed from the reading)
+    first, fatal = parse_lines(lines_of("other-xllm-350")[:2], year=2026)
+    assert first.ts == 1762864138.490254 and first.message.endswith("with device: 0")
+    # and its FATAL line behind that header is still the failed CHECK that aborts the process
+    assert fatal.severity == "critical" and fatal.kind != "raw", fatal
+
+
+def test_terminal_colours_turned_into_html_are_peeled_as_the_escapes_are() -> None:
+    # https://github.com/infiniflow/ragflow/issues/11166: '<font color="#2AA1B3"><b>(APIServer pid=128291)</b>
+    # </font> INFO 11-11 12:22:01 [api_server.py:1912] Starting vLLM API server 0 on http://0.0.0.0:8000'
+    first = parse_lines(lines_of("vllm-ragflow-11166")[:1], year=2025)[0]
+    assert (first.kind, first.fields["process"], first.fields["pid"]) == ("server_ready", "APIServer", 128291)
