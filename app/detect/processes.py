@@ -12,12 +12,12 @@ from app.detect.config import DetectConfig
 from app.detect.findings import Evidence, Finding, evidence, excerpt
 from app.detect.hangs import launch_phase
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, Signal
-from app.rankstate.procs import died, exit_words, stopped
-from app.rankstate.torchjob import TORCH_PHASES
 
 # how close to a requested stop (the agent forwarding SIGTERM, vLLM's "trigger received signal=SIGTERM") an
-# engine death is that stop's doing
-STOP_WINDOW_S = 60.0
+# engine death is that stop's doing: one window for the rank state and the detector
+from app.rankstate.exits import STOP_LAG_S, STOP_WINDOW_S
+from app.rankstate.procs import died, exit_words, stopped
+from app.rankstate.torchjob import TORCH_PHASES
 
 SAMPLE_JITTER_S = 0.05
 
@@ -98,7 +98,7 @@ def stopped_finding(st: LaunchState, now: float, cfg: DetectConfig) -> Finding |
 
 def _requested_stop(st: LaunchState, ts: float) -> Signal | None:
     for _, s in st.signals:
-        if s.kind == EventKind.LAUNCHER_STOPPING and ts - STOP_WINDOW_S <= s.ts <= ts + 5:
+        if s.kind == EventKind.LAUNCHER_STOPPING and ts - STOP_WINDOW_S <= s.ts <= ts + STOP_LAG_S:
             return s
     return None
 

@@ -71,10 +71,19 @@ def cases(directory: Path, t0: float) -> list[RecordedCase]:
     return out
 
 
+ARRIVAL_S = 1e-6  # a tick due at a batch's very arrival runs once it is in
+
+
 def play(case: RecordedCase, cfg: DetectConfig | None = None, tick_s: float = 1.0) -> OfflineRun:
     """The recording through an offline run on its own (real) clock."""
     run = OfflineRun(cfg, tick_s=tick_s)
+    last = None
     for b in sorted(read(case.path), key=lambda b: float(b.get("sent_at", 0.0))):
+        # the ticks due before a batch arrived see only what had arrived, as the server's detector does, and one
+        # more runs as it arrives: a tick on the grid after it would see a sample from its future (an engine core
+        # SIGCONTed 0.07 s after the tick that should have called its 5 s stop, a real vLLM recording)
+        last = float(b["sent_at"])
+        run.advance(last - ARRIVAL_S)
         host = str((b.get("agent") or {}).get("host") or "host")
         run.processes(host, [wire.ProcessSample(**p) for p in b.get("processes", [])])
         run.gpus(host, [_gpu(g) for g in b.get("gpus", [])])
@@ -82,7 +91,8 @@ def play(case: RecordedCase, cfg: DetectConfig | None = None, tick_s: float = 1.
         run.metrics(
             host, [wire.MetricSample(**m) for m in b.get("metrics", []) if m.get("name") in DETECTOR_METRICS]
         )
-        run.advance(float(b["sent_at"]))
+        run.next_tick = last
+        run.advance(last)
     return run
 
 

@@ -9,6 +9,7 @@ from agents import wire
 from app.rankstate.model import (
     CLEAN_EXIT_CODES,
     SIGNAL_HISTORY,
+    LaunchState,
     RankState,
     Signal,
     _remember,
@@ -20,6 +21,19 @@ from app.rankstate.model import (
 # teardown, its launcher's closing signal or a peer going away, is a consequence: faults.py's _first_to_go)
 OWN_ERROR_BEFORE_S = 30.0
 _CONSEQUENCES = frozenset({"closing_signal", "peer_lost", "collective_timeout"})
+# how long before an error line a requested stop makes it the stop's, and how far a stop's own report may lag the
+# lines it caused (a log stamped to the second, the agent's notice stamped to the millisecond)
+STOP_WINDOW_S, STOP_LAG_S = 60.0, 5.0
+_STOPPING = wire.EventKind.LAUNCHER_STOPPING
+
+
+def asked_to_stop(st: LaunchState, r: RankState, ts: float) -> bool:
+    """The launch was asked to stop just before ``ts`` (the agent passing on SIGTERM, the engine's own "received
+    signal=SIGTERM"), as far as the lines so far say: the errors of that teardown are the stop's doing."""
+    return any(
+        s.kind == _STOPPING and ts - STOP_WINDOW_S <= s.ts <= ts + STOP_LAG_S
+        for s in (*(x for _, x in st.signals[-16:]), *r.signals[-8:])
+    )
 
 
 def _own_error(r: RankState, exited_at: float) -> bool:

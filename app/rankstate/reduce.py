@@ -7,7 +7,7 @@ from typing import Any
 
 from agents import ranklabel, wire
 from app.rankstate import aliases
-from app.rankstate.exits import error_after_exit, note_exit
+from app.rankstate.exits import asked_to_stop, error_after_exit, note_exit
 from app.rankstate.gpu import IO_RISE_BYTES
 from app.rankstate.infer import (
     BATCHES,
@@ -166,7 +166,8 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
     elif k == _ENGINE_DEAD:
         _remember(st.signals, (None, _signal(ev)), SIGNAL_HISTORY)
         for r in st.ranks.values():  # the front end lost its engine: every rank it served went down with it
-            if r.phase not in TERMINAL_PHASES or exit_unknown(r):
+            # (unless it was asked to stop: vLLM's front end says so of the engine it is shutting down)
+            if (r.phase not in TERMINAL_PHASES or exit_unknown(r)) and not asked_to_stop(st, r, ev.ts):
                 set_phase(r, "crashed", min(ev.ts, r.exited_at or ev.ts))
                 st.dirty.add(r.label)
     elif k == _ENGINE_CONFIG:
@@ -248,7 +249,9 @@ def _rank_event(st: LaunchState, r: RankState, ev: wire.Event) -> None:
     f = ev.fields
     if unseen_start(r) and (hint := phase_hint(st, ev)):
         backfill(r, hint)
-    if ev.severity in ("error", "critical"):
+    if ev.severity in ("error", "critical") and not asked_to_stop(st, r, ev.ts):
+        # (the errors of a teardown that was asked for are the stop's doing: vLLM's front end reports its
+        # engine gone while it shuts down on SIGTERM; the rank that exits then ends, it does not crash)
         r.last_error_at = ev.ts
         error_after_exit(r, ev)
     if k in MILESTONES:

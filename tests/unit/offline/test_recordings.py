@@ -3,8 +3,10 @@ verdicts the live server reached, from the records alone, at the latencies the f
 
 from __future__ import annotations
 
+from app.detect import endings
 from app.offline.evaluate import T0, run_recording
-from app.offline.recording import cases
+from app.offline.recording import cases, play
+from app.rankstate import launch_status
 from tests.support.paths import RECORDINGS
 
 
@@ -16,6 +18,10 @@ def test_every_recorded_real_run_reaches_its_truth() -> None:
         "recording:vllm-draft",
         # its EngineCore seen stopped in six samples spanning 4.997 s, then the agent blocked 5 s: a stall
         "recording:vllm-ngram-stop-4997ms",
+        # its EngineCore SIGCONTed 0.07 s after the tick that should call its 5 s stop
+        "recording:vllm-ngram-sigcont-after-tick",
+        # a requested stop whose teardown vLLM's front end reports as its engine gone
+        "recording:vllm-eagle3-stop-engine-dead",
     }
     for case in found:
         result = run_recording(case)
@@ -25,3 +31,13 @@ def test_every_recorded_real_run_reaches_its_truth() -> None:
     stall, crash = ngram.matches
     assert stall.latency_s is not None and stall.latency_s <= 15, stall.latency_s
     assert crash.latency_s is not None and crash.latency_s <= 5, crash.latency_s
+
+
+def test_a_requested_stop_whose_front_end_reports_its_engine_gone_is_an_end() -> None:
+    (case,) = [c for c in cases(RECORDINGS, T0) if c.name.endswith("eagle3-stop-engine-dead")]
+    run = play(case)
+    (st,) = run.fleet.launches.values()
+    assert launch_status(st) == "exited" and endings.ending(st) == "ended", [
+        (r.label, [p.phase for p in r.phases[-3:]]) for r in st.ranks.values()
+    ]
+    assert [i.kind for i in run.incidents] == ["low_acceptance"], [i.summary for i in run.incidents]
