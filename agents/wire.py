@@ -213,6 +213,8 @@ class EventKind(StrEnum):
     # a server's front end waiting for its engine processes to come up (vLLM's API server: "Waiting for 1 local,
     # 0 remote core engine proc(s) to start"): the launch is starting, and the line is no rank's
     ENGINE_WAIT = "engine_wait"
+    # the shell command that started an engine or a job, where a pasted log begins ("$ torchrun ..."): starting
+    LAUNCH_COMMAND = "launch_command"
     # torchrun: the elastic agent's view of its workers
     CLOSING_SIGNAL = "closing_signal"
     LAUNCHER_STOPPING = "launcher_stopping"

@@ -29,6 +29,7 @@ import psutil
 
 from agents import ranklabel, wire
 from agents.collectors.ownership import OneWorld, Ownership, Worlds, candidate, environ
+from agents.commands import launcher_of
 
 log = logging.getLogger("specwatch.agent.procs")
 
@@ -64,16 +65,6 @@ class EngineProcess:
     role: Role
     engine: Engine
     rank: str | None
-
-
-# launchers of torch.distributed jobs: the process whose children are the ranks
-_TORCH_LAUNCHERS = (
-    "torch.distributed.run",
-    "torch.distributed.launch",
-    "torchrun",
-    "deepspeed",
-    "accelerate",
-)
 
 
 def classify_env(env: dict[str, str], cmdline: list[str]) -> EngineProcess | None:
@@ -113,23 +104,8 @@ def classify(cmdline: list[str]) -> EngineProcess | None:
         kind = m.group(1)
         vrole: Role = {"Worker": "worker", "EngineCore": "scheduler", "APIServer": "main"}.get(kind, "other")  # type: ignore[assignment]
         return EngineProcess(title.split()[0][:128], vrole, "vllm", _vllm_rank(vrole, m.group(2)))
-    args = [a for a in cmdline[:8] if a]
-    base = [Path(a).name for a in args]
-    joined = " ".join(args)
-    if (
-        "sglang.launch_server" in args
-        or "sglang/launch_server.py" in joined
-        or ("sglang" in base and "serve" in args)
-    ):
-        return EngineProcess("sglang.launch_server", "main", "sglang", None)
-    if "vllm.entrypoints.openai.api_server" in args or ("vllm" in base and "serve" in args):
-        return EngineProcess("vllm serve", "main", "vllm", None)
-    # torchrun ... | python .../torchrun ... | python -m torch.distributed.run ... | accelerate launch ...
-    lead = base[1:] if base and base[0].startswith("python") else base
-    lead = lead[1:] if lead[:1] == ["-m"] else lead
-    if lead and lead[0] in _TORCH_LAUNCHERS and (lead[0] != "accelerate" or "launch" in args):
-        return EngineProcess(lead[0], "main", "torch", None)
-    return None
+    launcher = launcher_of(cmdline)
+    return None if launcher is None else EngineProcess(launcher[0], "main", launcher[1], None)
 
 
 def _vllm_rank(role: Role, tags: str | None) -> str | None:

@@ -27,6 +27,13 @@ _STORE_BARRIER = re.compile(
     r"\(world_size=(\d{1,7}), (?:worker_count|num_workers_joined)=(\d{1,7})"
 )
 
+# PyTorch Lightning's DDP set-up, each process as it enters init_process_group ("initializing ddp: GLOBAL_RANK: 1,
+# MEMBER: 2/8" before 1.6, "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8" since): the members that
+# reported, of the world they wait for
+_LIGHTNING_DDP = re.compile(
+    r"(?:initializing ddp|Initializing distributed): GLOBAL_RANK: (\d{1,7}), MEMBER: \d{1,7}/(\d{1,7})"
+)
+
 
 def comm_message(msg: str) -> Match | None:
     c = msg[:1]
@@ -44,6 +51,14 @@ def comm_message(msg: str) -> Match | None:
             fields: Fields = {"what": "store_barrier", "global_rank": int(m.group(1))}
             fields["world_size"], fields["joined"] = int(m.group(2)), int(m.group(3))
             return "comm_setup", "info", fields
+    elif c in "iI":
+        m = _LIGHTNING_DDP.match(msg)
+        if m:
+            return (
+                "comm_setup",
+                "info",
+                {"what": "ddp_init", "global_rank": int(m[1]), "world_size": int(m[2])},
+            )
     elif c == "R":
         m = _REGISTER.match(msg)
         if m:

@@ -38,7 +38,9 @@ _SUBJECT = (
 _DEATH = re.compile(
     r"(?:\b(\d{1,7}) )?"
     + _SUBJECT
-    + r"[^.;!?\n]{0,80}?\b(died|crashed|was killed|were killed|got killed|is dead|are dead"
+    # (a dot inside a token, an address's or a version's, does not end the clause; one before a space does)
+    + r"(?:[^.;!?\n]|\.(?=\S)){0,160}?\b(died|crashed|was killed|were killed|got killed|is dead|are dead"
+    r"|(?:has been|was|were) marked (?:as )?dead"
     r"|exited unexpectedly|exit unexpectedly|terminated unexpectedly|returned a non-zero exit code"
     r"|failed to start|exited|terminated|failed)\b([^;\n]{0,100})",
     re.IGNORECASE,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from .deaths import subject_fields
+from .prompt import launch_command
 from .values import Fields
 
 Match = tuple[str, str, Fields]
@@ -65,4 +66,6 @@ def supervisor_message(msg: str) -> Match | None:
             return "child_crashed", "critical", {**fields, **subject_fields(msg[: rc.start()])}
     elif msg.startswith("Got fatal signal from worker processes"):
         return "child_crashed", "critical", {"engine": "vllm", "process": "worker processes"}
+    elif "$ " in msg[:200] or "# " in msg[:200]:
+        return launch_command(msg)  # the shell that started the launch, where a paste begins
     return None

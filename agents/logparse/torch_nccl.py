@@ -65,7 +65,7 @@ def torch_message(msg: str, level: str) -> Match:
     if "Watchdog caught collective operation timeout" in msg:
         _work(msg, fields)
         return "nccl_timeout", "error", fields
-    if "watchdog thread terminated with exception: " in msg:
+    if "watchdog thread terminated with exception:" in msg:
         # the watchdog killed by something other than a timeout (checked above): the device's own error (a CUDA
         # or HIP illegal access, sglang#3658, vllm#41622) ends the process, its peers left waiting
         fields["cause"] = "watchdog_error"

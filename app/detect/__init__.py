@@ -211,10 +211,11 @@ class Detector:
                     t.confidence, t.culprit = "confirmed", f.culprit or t.culprit
                     decisions.append(Decision("upgrade", f.key, now, f))
                 elif (f.culprit and f.culprit != t.culprit) or (
-                    f.kind == "rank_crashed" and f.phase != t.phase
+                    f.phase != t.phase and (f.kind == "rank_crashed" or (t.phase is None and f.phase))
                 ):
                     # a crash's phase is a fact about the past that later lines can settle (a stats line
-                    # covering the seconds before it shows the dead rank was serving)
+                    # covering the seconds before it shows the dead rank was serving), as is a stall's that no
+                    # line had shown when it opened (a request answered while the engine waits: it was serving)
                     t.culprit, t.phase = f.culprit or t.culprit, f.phase
                     decisions.append(Decision("update", f.key, now, f))
             else:

@@ -46,10 +46,11 @@ def launch_phase(st: LaunchState) -> str | None:
     # the log's own lines showed a later start-up step than any rank's tagged ones (a capture bar printed
     # without its worker's prefix, vllm#46933): the launch got that far. So they do where no rank's own step
     # was ever seen, its phase only guessed from one line (a watchdog's report, then the stack it dumped in
-    # capture, sglang#26137)
+    # capture, sglang#26137); and where no rank stands at all (an engine core's lines, a front end's), the log's
+    # last phase is the launch's (a request answered while the engine core waits: serving)
     if st.reached and (voted in STARTUP_PHASES or all(r.milestones == 0 for r in live)):
         at, shown = st.reached[-1]
-        if shown in STARTUP_PHASES and all(at >= r.phase_since for r in live):
+        if (shown in STARTUP_PHASES or voted is None) and all(at >= r.phase_since for r in live):
             return shown
     return voted
 

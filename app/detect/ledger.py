@@ -112,10 +112,9 @@ class Ledger:
         rec.ranks = list(f.ranks) or rec.ranks
         rec.summary, rec.evidence = f.summary, list(f.evidence)
         rec.confirmed_by = sorted({*rec.confirmed_by, *f.confirmed_by})
-        if rec.kind == "rank_crashed" and f.phase:
-            rec.phase = (
-                f.phase
-            )  # where the rank died, as the latest lines tell it (a hang keeps its opening phase)
+        if f.phase and (rec.kind == "rank_crashed" or rec.phase is None):
+            # where the rank died, as the latest lines tell it; a hang keeps its opening phase, once it had one
+            rec.phase = f.phase
         if d.action == "upgrade":
             rec.confidence, rec.upgraded_at = "confirmed", d.at
             return Change("upgraded", rec, d.at)

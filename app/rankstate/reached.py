@@ -27,6 +27,7 @@ SAME_INSTANT_S = 2.0
 # a milestone line -> the phase it shows the launch reached (a step's start: the step itself)
 _STEP_PHASE = {
     "engine_wait": "starting",  # (only while nothing else was shown: note_reached)
+    "launch_command": "starting",
     "dist_init_begin": "dist_init",
     "comm_setup": "dist_init",
     "dist_init_end": "loading_weights",
