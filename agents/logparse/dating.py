@@ -198,6 +198,9 @@ class Dating:
             if m is None:
                 return None
             g = m.groups()
+            stamp_end = m.end(9) if g[8] else m.end(8) if g[7] else m.end(7)
+            if g[10] and not _engine_head(s[stamp_end:].lstrip()):
+                return None  # its own level follows the stamp (Rust's tracing: TGI's "...Z ERROR shard-manager: ...")
             rest = s[m.end() :]
             host = heads.HOST_TAG.match(rest) if " >> " in rest[:260] else None
             if host:

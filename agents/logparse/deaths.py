@@ -40,7 +40,7 @@ _DEATH = re.compile(
     + _SUBJECT
     # (a dot inside a token, an address's or a version's, does not end the clause; one before a space does)
     + r"(?:[^.;!?\n]|\.(?=\S)){0,160}?\b(died|crashed|was killed|were killed|got killed|is dead|are dead"
-    r"|(?:has been|was|were) marked (?:as )?dead"
+    r"|(?:has been|was|were) marked (?:as )?dead|was signaled to shut ?down"
     r"|exited unexpectedly|exit unexpectedly|terminated unexpectedly|returned a non-zero exit code"
     r"|failed to start|exited|terminated|failed)\b([^;\n]{0,100})",
     re.IGNORECASE,
@@ -75,6 +75,7 @@ _HINTS = (
     "dumped",
     "Fatal",
     "dead",
+    "signaled",
     "ailed",
     "rror (",
     "nstruction",

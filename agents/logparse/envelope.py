@@ -125,6 +125,15 @@ def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str
     if c in " |" and (lg := _LOGURU.match(msg)) is not None:  # loguru's "| module:function:line - msg"
         where = f"{lg.group(1)}:{lg.group(3)}:{lg.group(2)}"  # as the others: file:line:function
         return msg[lg.end() :], level, {**(extra or {}), "source_file": where[:128]}
+    if c.islower() and (rt := _RUST_TARGET.match(msg)) is not None:
+        # Rust's tracing puts its span and module path between the level and the message (TGI's "shard-manager:
+        # text_generation_launcher: Shard 0 failed to start")
+        fields: Fields = {**(extra or {}), "target": rt.group(1)[:128]}
+        if (rank := _TRACING_RANK.search(msg, len(msg) - 16)) is not None:
+            fields["global_rank"] = int(
+                rank.group(1)
+            )  # its structured fields follow the message: "... rank=1"
+        return msg[rt.end() :], level, fields
     m = _INNER.match(msg) if c == "[" else None
     if m is None:
         return msg, level, extra
@@ -133,6 +142,9 @@ def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str
     return msg[m.end() :], LEVELS.get(m.group(1).upper(), level), extra
 
 
+# a span name, then a module path with an underscore or a "::" in it (never a word of a sentence)
+_RUST_TARGET = re.compile(r"(?:[a-z][\w-]{0,40}: )?([a-z][a-z0-9]*(?:(?:_|::)[a-z0-9]+)+): ")
+_TRACING_RANK = re.compile(r" rank=(\d{1,5})$")
 _JSON_MESSAGE = ("message", "msg", "log", "event")
 _JSON_TIME = ("asctime", "timestamp", "time", "@timestamp")
 _JSON_LEVEL = ("levelname", "level", "severity")

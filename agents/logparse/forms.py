@@ -112,9 +112,7 @@ class Forms(Dating):
             # logs FATAL before it aborts the process (xLLM#350's "F20251111 ... Check failed: ...")
             kind, sev, fields = wiring
         if g[0] is not None:
-            fields["global_rank"] = int(g[0])
-        elif "pg_rank" in fields:
-            fields["global_rank"] = fields["pg_rank"]
+            fields["global_rank"] = int(g[0])  # the header's rank before the one the report names
         if sev == "info" and kind == _RAW:
             sev = glog_severity(g[1])
         if extra:

@@ -40,9 +40,10 @@ GLOG_BARE = re.compile(
 # 2025-12-04 20:35:53 INFO 151972 [scheduler_metrics_mixin.py:287] msg (a fork's, with its rank tags in the
 # bracket: "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]")  /  2025-03-03 18:46:45,039 - INFO - msg
 # / 2025-03-08 02:04:48,693 - __main__ - INFO - msg / 2025-03-01T10:00:00.123456789Z msg (a collector's stamp)
+# / 2024-04-30T21:51:56.706418Z  INFO text_generation_launcher: msg (Rust's tracing pads the level to five: TGI)
 DATED = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)([ T])(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?"
-    r"(?: - (?:[\w.<>-]{1,100} - )?(\w{1,10}) - | (?:\| )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+    r"(?: - (?:[\w.<>-]{1,100} - )?(\w{1,10}) - | {1,2}(?:\| )?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
     r"(?: (\d{1,10}))?(?: \[([^\]]{0,200})\])? |((?: [A-Z][A-Z_]{0,10}\d{1,5}){1,8})\] | |\t)?"
 )
 # SGLang's dated header with its front cut off in a paste ("[2026-05-28 ..." -> "026-05-28 ..."): the year's last

@@ -33,6 +33,8 @@ _RAY_UNSCHEDULED = re.compile(
     r"|No available node types can fulfill resource request"
 )
 
+_SHARD_WAIT = re.compile(r"Waiting for shard (\d{1,5}) to be ready")
+
 
 def supervisor_message(msg: str) -> Match | None:
     if "schedul" in msg[:400] or "fulfill resource" in msg[:400]:
@@ -64,6 +66,9 @@ def supervisor_message(msg: str) -> Match | None:
             # the message is the worker's command line: its --local_rank says which worker it was
             fields: Fields = {"engine": "deepspeed", "exit_code": int(rc.group(1))}
             return "child_crashed", "critical", {**fields, **subject_fields(msg[: rc.start()])}
+    elif msg.startswith("Waiting for shard ") and (shard := _SHARD_WAIT.match(msg)) is not None:
+        # TGI's launcher, every 10 s until the shard's server reports ready: the launch is starting
+        return "engine_wait", "info", {"engine": "tgi", "shard": int(shard.group(1))}
     elif msg.startswith("Got fatal signal from worker processes"):
         return "child_crashed", "critical", {"engine": "vllm", "process": "worker processes"}
     elif "$ " in msg[:200] or "# " in msg[:200]:

@@ -62,6 +62,8 @@ def torch_message(msg: str, level: str) -> Match:
     """Always classifies: an unknown PyTorch line is still a ``raw`` line at the glog level's severity."""
     fields: Fields = {}
     pg_fields(msg, fields)
+    if "pg_rank" in fields:  # the rank the report names, where no header says whose line it is
+        fields["global_rank"] = fields["pg_rank"]
     if "Watchdog caught collective operation timeout" in msg:
         _work(msg, fields)
         return "nccl_timeout", "error", fields

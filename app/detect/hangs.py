@@ -24,6 +24,7 @@ from app.detect.culprit import (
 from app.detect.findings import Evidence, Finding, evidence
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, stacks
+from app.rankstate.infer import phase_before_crash
 from app.rankstate.reached import seen_only_in_logs
 from app.rankstate.torchjob import is_torch_job
 from app.rankstate.unnamed import stand_ins
@@ -40,7 +41,8 @@ def launch_phase(st: LaunchState) -> str | None:
     """Where most live ranks are (a stalled rank counts where it stalled). An excerpt's ranks whose start-up
     was never seen and that did nothing telling are 'starting' only for want of evidence: they do not vote."""
     live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
-    phases = Counter(_phase(r) for r in live)
+    # (every rank already gone, as the watchdog that reported the hang takes its process down: where they were)
+    phases = Counter(_phase(r) for r in live) if live else Counter(map(phase_before_crash, st.ranks.values()))
     known = Counter({p: n for p, n in phases.items() if p != "starting"})
     voted = (known or phases).most_common(1)[0][0] if phases else None
     # the log's own lines showed a later start-up step than any rank's tagged ones (a capture bar printed

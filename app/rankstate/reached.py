@@ -54,6 +54,8 @@ _STEP_PHASE = {
 # or a step's forward / backward pass reported against its step counter (ColossalAI's "[3/1000] Forward GPU
 # memory usage ...")
 _LOSS = re.compile(r"\bloss\b['\"]?\s{0,3}[:=]?\s{0,3}[-+]?\d|\b(?:forward|backward)\b", re.IGNORECASE)
+# a progress bar's own label naming a training loop: "Train", "Training", "Epoch 2", "train_steps", "SFT"
+_TRAINING_BAR = re.compile(r"(?:train|training|epoch|fine-?tun|sft|ppo|grpo|dpo)\b", re.IGNORECASE)
 _STEP = re.compile(r"\b(?:step|epoch|iteration|iter|global_step)\b|\[\d{1,9}/\d{1,9}\]", re.IGNORECASE)
 # requests an inference server answers (not its probes): the server was serving
 _REQUEST_METHODS = frozenset({"POST", "PUT"})
@@ -76,6 +78,10 @@ def phase_shown(ev: wire.Event) -> str | None:
         return "serving" if ev.fields.get("method") in _REQUEST_METHODS else "ready"
     if k == _PROGRESS and str(ev.fields.get("desc", "")).startswith("Processed prompts"):
         return "serving"  # vLLM's offline LLM.generate(): the engine is up and generating
+    if k == _PROGRESS and _TRAINING_BAR.match(str(ev.fields.get("desc", ""))):
+        return (
+            "training"  # a bar that says it counts training steps or epochs (ms-swift's "Train", "Epoch 3")
+        )
     # (a level-less line's severity is the parser's guess from its words: only an error's is telling)
     if k == _RAW and ev.message.startswith(_REQUEST_LINES):
         return "serving"
