@@ -85,6 +85,9 @@ def test_a_stopped_rank_is_named_and_its_incident_resolves_when_training_moves_a
     assert "ended" not in done["summary"] and "exited" not in done["summary"], done["summary"]
 
 
+# the ranks run niced (tests/support/torchjob.py yield_cpu): beside the suite's other worker at normal priority a
+# 0.5 s step can take many seconds, and step 30 came after pytest's 300 s in CI (stop 40)
+@pytest.mark.timeout(900)
 def test_a_rank_that_raises_mid_training_is_a_crash_naming_it(site: Site) -> None:
     job = site.jobs["stop"]
     try:
@@ -92,7 +95,7 @@ def test_a_rank_that_raises_mid_training_is_a_crash_naming_it(site: Site) -> Non
         crash = wait_for(
             "rank_crashed naming rank2",
             lambda: site.incident("stop", "rank_crashed", culprit="rank2"),
-            timeout=240 / WAIT_MARGIN,
+            timeout=840 / WAIT_MARGIN,
         )
     except AssertionError as miss:
         said = [(i["kind"], i["status"], i["culprit"], i["summary"]) for i in site.incidents("stop")]
