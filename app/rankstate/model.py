@@ -222,6 +222,9 @@ class LaunchState:
     compile_open: bool = False
     # the speculation method the engine's own config line or command line names (ngram, eagle3, mtp ...)
     spec_method: str | None = None
+    # a line said it is an inference engine's (its reader named the engine, its wrapper an engine's process, its
+    # frames an engine's package): a launch that shows only PyTorch's tags is a job, not a server (not persisted)
+    engine_said: bool = False
     # a torch job's own lines (app/rankstate/torchjob.py): the latest, and the gaps between them (its cadence,
     # which says how long a pause of this job may last; not persisted, like decode_gaps)
     job_line_at: float | None = None

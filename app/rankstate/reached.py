@@ -100,6 +100,8 @@ def phase_shown(ev: wire.Event) -> str | None:
 
 
 def note_reached(st: LaunchState, ev: wire.Event) -> None:
+    if not st.engine_said and _engine_line(ev):
+        st.engine_said = True
     if ev.kind == _TRACEBACK and len(st.raised_since_shown) < REACHED_KEEP:
         st.raised_since_shown.append(ev.ts)
     phase = phase_shown(ev)
@@ -110,6 +112,22 @@ def note_reached(st: LaunchState, ev: wire.Event) -> None:
         return  # a front end still waiting for its engine says nothing new once the engine showed a step
     st.reached.append((ev.ts, phase))
     del st.reached[:-REACHED_KEEP]
+
+
+# inference servers a line's reader or wrapper can name; their worker processes' wrapper names; their packages
+_SERVERS = frozenset({"sglang", "vllm", "trtllm", "lmdeploy", "tgi"})
+_SERVER_PROCESSES = ("Vllm", "VLLM", "EngineCore", "RayWorkerWrapper", "APIServer", "ApiServer")
+_SERVER_FRAMES = ("/sglang/srt/", "/vllm/", "/tensorrt_llm/", "/lmdeploy/")
+
+
+def _engine_line(ev: wire.Event) -> bool:
+    f = ev.fields
+    if f.get("engine") in _SERVERS:
+        return True
+    process = f.get("process")
+    if isinstance(process, str) and process.startswith(_SERVER_PROCESSES):
+        return True
+    return ev.kind == _TRACEBACK and any(p in ev.message for p in _SERVER_FRAMES)
 
 
 def reached_at(st: LaunchState, ts: float) -> str | None:
