@@ -38,7 +38,20 @@ def test_the_rank_a_collective_behind_is_named_even_among_two(tmp_path: Path) ->
     assert inc.kind == "nccl_timeout" and inc.confidence == "confirmed"
     assert inc.culprit == "rank3"
     assert "SeqNum=5729" in inc.summary and "5730" in inc.summary
-    assert inc.phase == "serving"  # thousands of collectives done: long past start-up
+    # thousands of collectives done: long past start-up; with nothing but PyTorch's own tags, a job in its steps
+    assert inc.phase == "training"
+
+
+def test_the_same_collective_behind_in_an_engines_workers_is_a_hang_while_serving(tmp_path: Path) -> None:
+    # the thread's lines as vLLM V1's multiprocess executor prefixes them: the engine shows itself
+    lines = [
+        f"(VllmWorker TP{rank} pid={2817 + rank}) {line}" for rank, line in zip((0, 3), BEHIND, strict=True)
+    ]
+    (inc,) = run_log(tmp_path, lines, 2025).incidents
+    assert (
+        inc.kind == "nccl_timeout" and inc.culprit == "TP3"
+    )  # named as the engine's workers name themselves
+    assert inc.phase == "serving"
 
 
 def test_a_dump_signal_opens_the_hang_at_once_with_the_rank_it_names(tmp_path: Path) -> None:
