@@ -20,14 +20,22 @@ def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool
     failure report with nothing before it is ``starting``; nothing shown, no phase. An exception whose frames
     and log say nothing may still say what it was doing (creating a communicator: dist_init)."""
     return (
-        frames_phase(tb)
+        raised_past(reached_at(st, ts), tb)
         or _method_phase(st, ts)
         or reached_at(st, ts)
         or _said_phase(tb)
+        or _capture_error(tb + _failures_at(st, ts))
         or _collective_phase(tb)
         or _wiring_phase(st, ts)
         or ("starting" if failed_start else None)
     )
+
+
+def raised_past(shown: str | None, tb: list[Signal]) -> str | None:
+    """Where the frames say the exception was raised, given the phase the log showed: the serving loop that
+    runs the warmup request (SGLang's, sglang#7547) was still in warmup."""
+    raised_in = frames_phase(tb)
+    return shown if raised_in == "serving" and shown == "warmup" else raised_in
 
 
 def frames_phase(tb: list[Signal]) -> str | None:
@@ -45,6 +53,12 @@ _SAID_PHASES = (
     ("dist_init", ("commInitRootInfo", "ncclcomminitrank", "init_process_group")),
     ("cuda_graph_capture", ("cuda graph", "cudagraph", "graph capture")),
 )
+# the runtime errors CUDA and HIP raise only while a stream captures a graph, whoever reports them (a watchdog's
+# "terminated with exception: CUDA error: operation not permitted on an event last recorded in a capturing
+# stream", vllm#41622): cudaErrorStreamCapture*, cudaErrorCapturedEvent, "... when stream is capturing"
+_CAPTURE_ERROR = re.compile(
+    r"(?i)capturing stream|stream is capturing|StreamCapture\w*|CapturedEvent|(?:failed|invalidated) during capture"
+)
 
 
 def _method_phase(st: LaunchState, ts: float) -> str | None:
@@ -56,6 +70,17 @@ def _method_phase(st: LaunchState, ts: float) -> str | None:
         if isinstance(method, str) and abs(x.ts - ts) <= 120 and (phase := phase_of_code("", method)):
             return phase
     return None
+
+
+def _failures_at(st: LaunchState, ts: float) -> list[Signal]:
+    """The launch's failure lines of the crash's instant (a watchdog's 'terminated with exception: CUDA error:
+    ...'): what they say the rank was doing counts as an exception's message does."""
+    near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
+    return [x for x in near if abs(x.ts - ts) <= SAME_INSTANT_S]
+
+
+def _capture_error(lines: list[Signal]) -> str | None:
+    return "cuda_graph_capture" if any(_CAPTURE_ERROR.search(x.message, 0, 2000) for x in lines) else None
 
 
 def _said_phase(tb: list[Signal]) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agents import wire
 from app.detect.config import DetectConfig
-from app.detect.crashplace import crash_phase, frames_phase, nearby_tracebacks, traceback_row
+from app.detect.crashplace import crash_phase, nearby_tracebacks, raised_past, traceback_row
 from app.detect.findings import Finding, evidence, excerpt
 from app.detect.uncaught import uncaught
 from app.rankstate import (
@@ -90,7 +90,7 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
     phase = phase_before_crash(first)  # a rank that stalled and then died crashed where it stalled
     if phase == "starting" and unseen_start(first):  # "starting" for want of a line: ask the log's state
         phase = crash_phase(st, first_ts, tb) or phase
-    elif phase in STARTUP_PHASES and (raised_in := frames_phase(tb)) is not None:
+    elif phase in STARTUP_PHASES and (raised_in := raised_past(phase, tb)) is not None:
         phase = (
             raised_in  # the frames say where it was raised, past the rank's last tagged step (sglang#2384)
         )

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from agents import ranklabel
+from agents import ranklabel, wire
 from app.detect import cadence
 from app.detect.config import DetectConfig
+from app.detect.crashplace import frames_phase
 from app.detect.culprit import (
     behind_in_nccl,
     idle,
@@ -54,7 +55,21 @@ def launch_phase(st: LaunchState) -> str | None:
         at, shown = st.reached[-1]
         if (shown in STARTUP_PHASES or voted is None) and all(at >= r.phase_since for r in live):
             return shown
+    if voted in (None, "starting"):
+        # nothing but a guess: a stack the launch dumped where it waited (a Ctrl-C's KeyboardInterrupt, a store
+        # timeout raised out of init_torch_distributed) names the step its frames run through
+        return _dumped_phase(st) or voted
     return voted
+
+
+def _dumped_phase(st: LaunchState) -> str | None:
+    """The phase the frames of the launch's last placeable traceback run through."""
+    tbs = [x for r in st.ranks.values() for x in r.signals if x.kind == wire.EventKind.TRACEBACK]
+    tbs += [x for _, x in st.signals if x.kind == wire.EventKind.TRACEBACK]
+    for tb in sorted(tbs, key=lambda x: x.ts, reverse=True):
+        if (phase := frames_phase([tb])) is not None:
+            return phase
+    return None
 
 
 def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tuple[str, int]]:

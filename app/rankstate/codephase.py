@@ -12,7 +12,12 @@ from __future__ import annotations
 import re
 
 # Python traceback frames: File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 296, in capture
-_FRAME = re.compile(r'File "([^"\n]{1,400})", line \d+, in ([\w<>.]{1,120})')
+# and the frame's source line when the traceback printed it (its call is the next frame in, and the only word
+# of it where an excerpt cut the frames below: "min_per_gpu_memory = self.init_torch_distributed()")
+_FRAME = re.compile(
+    r'File "([^"\n]{1,400})", line \d+, in ([\w<>.]{1,120})(?:[ \t]*\n[^\S\n]*([^\n]{1,300}))?'
+)
+_CALL = re.compile(r"([A-Za-z_]\w{2,80})\s*\(")
 
 # code that runs only once the launch is up, and around whatever it calls
 _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -163,7 +168,12 @@ def phase_from_traceback(text: str) -> str | None:
     """The phase a traceback was raised in, from its frames (outermost first). An outermost loop decides: a
     weight update or a graph replay inside serving is still serving, a checkpoint saved inside training is the
     checkpoint; otherwise the innermost start-up step does."""
-    found = [p for m in _FRAME.finditer(text) if (p := phase_of_code(m.group(1), m.group(2))) is not None]
+    found = [
+        p
+        for m in _FRAME.finditer(text)
+        for p in (phase_of_code(m.group(1), m.group(2)), *_callee_phases(m.group(3)))
+        if p is not None
+    ]
     if not found:
         return None
     if found[0] == "training" and "checkpoint" in found:
@@ -172,3 +182,10 @@ def phase_from_traceback(text: str) -> str | None:
         return found[0]
     steps = [p for p in found if p not in LOOP_PHASES]
     return steps[-1]
+
+
+def _callee_phases(code: str | None) -> list[str | None]:
+    """The phases of the calls on a frame's source line, by the callee's name alone (its file is unknown)."""
+    if not code or code.lstrip().startswith(("File ", "Traceback")):
+        return []
+    return [phase_of_code("", name) for name in _CALL.findall(code)]

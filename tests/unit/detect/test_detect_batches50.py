@@ -1,0 +1,55 @@
+"""Line shapes of the corpus's phase misses read by structure, each from its thread's real lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.rankstate.codephase import phase_from_traceback
+from tests.support.paths import CORPUS
+from tests.support.replaylines import run_log
+
+# sglang#3398: the excerpt's frames stop at model_runner's __init__; its source line is the call that raised
+TRUNCATED = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/scheduler.py", line 1787, in run_scheduler_process
+    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/model_executor/model_runner.py", line 178, in __init__
+    min_per_gpu_memory = self.init_torch_distributed()"""
+
+
+def test_a_frames_source_line_names_the_step_its_call_was_in() -> None:
+    assert phase_from_traceback(TRUNCATED) == "dist_init"
+    # without the source line nothing places it: the call's name was the evidence
+    assert phase_from_traceback("\n".join(TRUNCATED.splitlines()[::2])) is None
+
+
+def test_a_serving_loop_on_a_source_line_is_serving_whatever_it_called_at_start_up() -> None:
+    # sglang#7547's outer frame: run_scheduler_process calls the event loop, so the crash was past start-up
+    tb = """Traceback (most recent call last):
+  File "/home/m/sglang/python/sglang/srt/managers/scheduler.py", line 2336, in run_scheduler_process
+    scheduler.event_loop_overlap()
+  File "/x/torch/utils/_contextlib.py", line 116, in decorate_context
+    return func(*args, **kwargs)"""
+    assert phase_from_traceback(tb) == "serving"
+
+
+def test_a_store_timeout_then_a_schedulers_traceback_is_a_hang_in_distributed_init(tmp_path: Path) -> None:
+    lines = (CORPUS / "sglang-sglang-3398.log").read_text(encoding="utf-8").splitlines()
+    incidents = run_log(tmp_path, lines, 2025).incidents
+    assert incidents and {i.phase for i in incidents} == {"dist_init"}
+
+
+def test_a_capture_only_cuda_error_on_a_watchdogs_line_places_the_crash_in_graph_capture(
+    tmp_path: Path,
+) -> None:
+    # vllm#41622 (ROCm): hipErrorCapturedEvent, raised only while a stream captures a graph
+    lines = (CORPUS / "vllm-vllm-41622.log").read_text(encoding="utf-8").splitlines()
+    (inc,) = run_log(tmp_path, lines, 2026).incidents
+    assert inc.kind == "rank_crashed" and inc.phase == "cuda_graph_capture"
+    assert "crashed in cuda_graph_capture" in inc.summary
+
+
+def test_an_out_of_memory_report_that_mentions_cuda_graphs_is_not_placed_in_capture(tmp_path: Path) -> None:
+    # vllm#15039: the OOM message's "(e.g., CUDA Graphs)" is PyTorch's allocator talking, not a capture
+    lines = (CORPUS / "vllm-vllm-15039.log").read_text(encoding="utf-8").splitlines()
+    incidents = run_log(tmp_path, lines, 2025).incidents
+    assert incidents and all(i.phase == "serving" for i in incidents)
