@@ -57,6 +57,7 @@ _NAMED_RANK = re.compile(r"\b(?:rank|shard)\s{0,2}[:=#]?\s{0,2}(\d{1,5})\b", re.
 _NAMED_PID = re.compile(r"\bpid\s{0,2}[:=]?\s{0,2}([1-9]\d{1,8})\b", re.IGNORECASE)
 # or the command line it was started with ("['python3', '-u', 'main.py', '--local_rank=1', ...]": DeepSpeed's)
 _NAMED_LOCAL = re.compile(r"--local[_-]rank[= ]'?(\d{1,5})\b|\blocal_rank[:=] ?(\d{1,5})\b")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "15", "2"})
 _HINTS = (
     "Check failed",
@@ -97,7 +98,9 @@ def process_death(msg: str) -> Match | None:
     if _KILLED.match(head.strip()):
         return "child_crashed", "critical", {"cause": "killed", "exit_code": -9}
     # each clause with a process subject and a verb of dying in turn: "Primary job terminated normally, but 1
-    # process returned a non-zero exit code" is a death in its second
+    # process returned a non-zero exit code" is a death in its second. A class name's words count as words
+    # ("WorkerProc failed to start", vllm#26328: a worker process)
+    head = _CAMEL.sub(" ", head)
     pos = 0
     while (d := _DEATH.search(head, pos)) is not None:
         hit = _death(head, d)

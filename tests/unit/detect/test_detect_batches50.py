@@ -53,3 +53,20 @@ def test_an_out_of_memory_report_that_mentions_cuda_graphs_is_not_placed_in_capt
     lines = (CORPUS / "vllm-vllm-15039.log").read_text(encoding="utf-8").splitlines()
     incidents = run_log(tmp_path, lines, 2025).incidents
     assert incidents and all(i.phase == "serving" for i in incidents)
+
+
+def test_a_class_named_worker_that_failed_to_start_is_its_ranks_death() -> None:
+    # vllm#26328 (vLLM 0.11, EAGLE3 draft at TP 2): Worker_TP1's own report, verbatim
+    from agents.logparse.deaths import process_death
+
+    hit = process_death("WorkerProc failed to start.")
+    assert hit is not None and hit[0] == "child_crashed"
+    # a class name's words are words, but an ending said in a clean shutdown's words is still no death
+    assert process_death("EngineCore exited.") is None
+
+
+def test_the_worker_whose_start_failed_is_the_culprit_of_the_failed_launch(tmp_path: Path) -> None:
+    lines = (CORPUS / "vllm-vllm-26328.log").read_text(encoding="utf-8").splitlines()
+    crashes = [i for i in run_log(tmp_path, lines, 2025).incidents if i.kind == "rank_crashed"]
+    assert [i.culprit for i in crashes] == ["TP1"]
+    assert crashes[0].phase == "loading_weights"  # 'Loading drafter model...' was the last step it showed
