@@ -162,7 +162,7 @@ class Forms(Dating):
         report = self._summary.offer(s)
         if report is not None:
             return [self._make(ts, "spec_metrics", "info", s, self.default_rank, report)]
-        failed = self._failures.offer(s) if s[:1] in " R[" else None
+        failed = self._failures.offer(s) if s[:1] in " R[r" else None
         if failed is None:
             return []
         fields, when = failed

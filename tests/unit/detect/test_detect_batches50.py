@@ -70,3 +70,17 @@ def test_the_worker_whose_start_failed_is_the_culprit_of_the_failed_launch(tmp_p
     crashes = [i for i in run_log(tmp_path, lines, 2025).incidents if i.kind == "rank_crashed"]
     assert [i.culprit for i in crashes] == ["TP1"]
     assert crashes[0].phase == "loading_weights"  # 'Loading drafter model...' was the last step it showed
+
+
+def test_a_torchrun_summary_whose_table_ran_together_still_names_the_killed_rank(tmp_path: Path) -> None:
+    # amvur#2: the reporter's copy of torchrun's Root Cause entry lost its layout, its cells on one line
+    lines = (CORPUS / "pytorch-amvur-2.log").read_text(encoding="utf-8").splitlines()
+    (inc,) = run_log(tmp_path, lines, 2023).incidents
+    assert inc.kind == "rank_crashed" and inc.culprit == "rank2"
+    assert "-9" in str(inc.evidence)
+
+
+def test_a_flat_rank_and_exitcode_outside_a_failure_summary_is_no_death(tmp_path: Path) -> None:
+    # the same words in a script's own print, with no summary entry around them, are not torchrun's verdict
+    line = "rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>"
+    assert not run_log(tmp_path, ["training started", line], 2023).incidents
