@@ -25,6 +25,12 @@ _RUNTIME = re.compile(
     r"Segmentation fault|core dumped|Fatal Python error|Bus error \(|Illegal instruction|Floating point exception"
     r"|Memory access fault by GPU"  # ROCm's HSA runtime, aborting the process (vllm#43605)
     r"|MPI_ABORT was invoked"  # MPI's runtime taking the job down (TensorRT-LLM#2813)
+    # a fatal signal reported by the process's own handler or its launcher: Triton's "Signal (11) received."
+    # (triton-inference-server#6967), abseil's "*** SIGSEGV received at ...", "Caught signal 11", torchrun's
+    # "Signal 9 (SIGKILL) received by PID", a segfault handler's banner (ms-swift#8306); never SIGINT / SIGTERM
+    r"|\b[Ss]ignal \(?(?:4|6|7|8|9|11)\)? ?(?:\(SIG[A-Z]{3,4}\) )?received"
+    r"|\b(?:[Rr]eceived|[Cc]aught) (?:fatal )?signal:? \(?(?:4|6|7|8|9|11|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL))\b"
+    r"|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)\b (?:\(@[^)]{1,40}\) )?received|Segfault encountered"
     # a glog / TurboMind CHECK that failed (it logs FATAL and aborts: lmdeploy#4453's "[TM][FATAL] ... Check
     # failed: ..."), a Rust thread's panic (Dynamo's frontend, ai-dynamo/dynamo#5870), Go's runtime panic
     r"|\bCheck failed: |^thread '[^']{0,80}' panicked at |^panic: |^fatal error: all goroutines are asleep"
@@ -60,6 +66,8 @@ _NAMED_LOCAL = re.compile(r"--local[_-]rank[= ]'?(\d{1,5})\b|\blocal_rank[:=] ?(
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "15", "2"})
 _HINTS = (
+    "ignal",
+    "SIG",
     "Check failed",
     "panic",
     "goroutines",

@@ -25,6 +25,7 @@ def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool
         or reached_at(st, ts)
         or _said_phase(tb)
         or _capture_error(tb + _failures_at(st, ts))
+        or _step_failed(tb + _failures_at(st, ts))
         or _collective_phase(tb)
         or _wiring_phase(st, ts)
         or ("starting" if failed_start else None)
@@ -77,6 +78,34 @@ def _failures_at(st: LaunchState, ts: float) -> list[Signal]:
     ...'): what they say the rank was doing counts as an exception's message does."""
     near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
     return [x for x in near if abs(x.ts - ts) <= SAME_INSTANT_S]
+
+
+# a failure line that names the step it failed in, in the words any engine uses: a verb of failing, then the
+# step (TGI's router "panicked at 'Unable to warmup model: ...'", "Failed to load the model", "Error while
+# allocating the KV cache"): read from the step's noun, never from an engine's wording of it
+_FAILING = r"(?:unable to|failed to|fail to|cannot|can't|could not|error (?:during|in|while)|exception (?:during|in))"
+_STEP_FAILED = (
+    ("warmup", re.compile(_FAILING + r" warm(?:ing)?[ _-]?up", re.IGNORECASE)),
+    (
+        "loading_weights",
+        re.compile(
+            _FAILING + r" load(?:ing)? (?:the )?(?:model|weights|checkpoint|shards?)\b", re.IGNORECASE
+        ),
+    ),
+    (
+        "kv_alloc",
+        re.compile(_FAILING + r" (?:allocat\w* (?:the )?kv|initiali[sz]\w* (?:the )?kv)", re.IGNORECASE),
+    ),
+)
+
+
+def _step_failed(lines: list[Signal]) -> str | None:
+    for x in lines:
+        text = str(x.fields.get("exc_message") or x.message)[:2000]
+        for phase, said in _STEP_FAILED:
+            if said.search(text):
+                return phase
+    return None
 
 
 def _capture_error(lines: list[Signal]) -> str | None:

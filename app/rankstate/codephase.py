@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 
 # Python traceback frames: File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 296, in capture
+# (and native ones printed the same way, their names qualified: "in caffe2::serialize::PyTorchStreamWriter::...")
 # and the frame's source line when the traceback printed it (its call is the next frame in, and the only word
 # of it where an excerpt cut the frames below: "min_per_gpu_memory = self.init_torch_distributed()")
 _FRAME = re.compile(
-    r'File "([^"\n]{1,400})", line \d+, in ([\w<>.]{1,120})(?:[ \t]*\n[^\S\n]*([^\n]{1,300}))?'
+    r'File "([^"\n]{1,400})", line \d+, in ([\w<>.:~]{1,160})(?:[ \t]*\n[^\S\n]*([^\n]{1,300}))?'
 )
 _CALL = re.compile(r"([A-Za-z_]\w{2,80})\s*\(")
 
@@ -149,7 +150,17 @@ _STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("warmup", ("warmup", "warm_up")),
-    ("checkpoint", ("save_checkpoint", "save_pretrained", "save_state_dict", "serialization.py save")),
+    # (and torch.save's own writer, where a native stack shows it: PyTorchStreamWriter::writeRecord, ms-swift#8306)
+    (
+        "checkpoint",
+        (
+            "save_checkpoint",
+            "save_pretrained",
+            "save_state_dict",
+            "serialization.py save",
+            "pytorchstreamwriter",
+        ),
+    ),
 )
 LOOP_PHASES = frozenset(p for p, _ in _LOOPS)
 

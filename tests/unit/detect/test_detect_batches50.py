@@ -84,3 +84,43 @@ def test_a_flat_rank_and_exitcode_outside_a_failure_summary_is_no_death(tmp_path
     # the same words in a script's own print, with no summary entry around them, are not torchrun's verdict
     line = "rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>"
     assert not run_log(tmp_path, ["training started", line], 2023).incidents
+
+
+def test_a_fatal_signal_its_own_handler_reports_is_a_death_and_a_stop_signal_is_not() -> None:
+    from agents.logparse.deaths import process_death
+
+    # triton-inference-server#6967, ms-swift#8306, abseil's handler, torchrun's summary: verbatim shapes
+    for line in (
+        "Signal (11) received.",
+        "!!!!!!! Segfault encountered !!!!!!!",
+        "*** SIGSEGV received at time=1700000000 on cpu 3 ***",
+        "traceback : Signal 9 (SIGKILL) received by PID 36071",
+    ):
+        hit = process_death(line)
+        assert hit is not None and hit[0] == "child_crashed", line
+    for line in ("Signal (15) received.", "Received signal 15, shutting down", "signal handler installed"):
+        assert process_death(line) is None, line
+
+
+def test_a_segfault_in_torch_saves_writer_is_a_crash_in_the_checkpoint(tmp_path: Path) -> None:
+    lines = (CORPUS / "pytorch-msswift-8306.log").read_text(encoding="utf-8").splitlines()
+    (inc,) = run_log(tmp_path, lines, 2026).incidents
+    assert inc.kind == "rank_crashed" and inc.phase == "checkpoint"
+
+
+def test_a_panic_that_names_the_step_it_failed_in_places_the_crash(tmp_path: Path) -> None:
+    # text-generation-inference#563: the router panics 'Unable to warmup model' and the launcher exits
+    lines = (CORPUS / "other-tgi-563.log").read_text(encoding="utf-8").splitlines()
+    crashes = [i for i in run_log(tmp_path, lines, 2023).incidents if i.kind == "rank_crashed"]
+    assert crashes and crashes[0].phase == "warmup"
+
+
+def test_a_crash_whose_lines_name_no_step_is_not_placed_by_the_words_of_its_advice(tmp_path: Path) -> None:
+    # a failure line that mentions loading only in its advice is not a failed load
+    lines = [
+        "[2025-03-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/x/y.py", line 3, in run',
+        "RuntimeError: CUDA error: an illegal memory access was encountered. Try loading with a smaller batch.",
+    ]
+    crashes = [i for i in run_log(tmp_path, lines, 2025).incidents if i.kind == "rank_crashed"]
+    assert crashes and crashes[0].phase != "loading_weights"
