@@ -102,6 +102,13 @@ def torch_message(msg: str, level: str) -> Match:
         return "nccl_dump", "error", fields
     if "mismatch between collectives" in msg:
         return "collective_mismatch", "critical", mismatch_fields(msg, fields)
+    if "[c10d]" in msg and (t := _C10D_TIMEOUT.search(msg)) is not None:
+        # the store's socket gave up: a rendezvous or a key that never came (pytorch#79388's "The client socket
+        # has timed out after 60s while trying to connect", sglang#3398's "waitForInput: socket ... timed out
+        # after 1800000ms"): the ranks waited for a peer that never answered
+        fields.update(backend="c10d_store", op="connect" if "connect" in msg else "wait")
+        fields["timeout_ms"] = int(t[1]) * (1 if t[2] == "ms" else 1000)
+        return "collective_timeout", "error", fields
     if "Terminating the process after attempting to dump debug info" in msg:
         return "nccl_dump", "critical", fields
     if m:
@@ -132,6 +139,7 @@ def _work(msg: str, fields: Fields) -> None:
         fields["ran_ms"] = int(m.group(6))
 
 
+_C10D_TIMEOUT = re.compile(r"timed out after (\d{1,9}) ?(ms|s)\b")
 _GLOG_SEVERITY = {"I": "info", "W": "warning", "E": "error", "F": "critical"}
 
 

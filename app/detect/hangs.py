@@ -104,8 +104,9 @@ def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[s
     if not live or any(host_down(r.host) for r in live):
         return None  # no data is not the same as no progress: agent_silent covers it
     startup = [r for r in live if _phase(r) in STARTUP_PHASES]
-    # a torch job has no server to be ready: its steps are judged as start-up is, by quiet and stacks
-    if (startup and st.ready_at is None) or is_torch_job(st):
+    # a torch job has no server to be ready: its steps are judged as start-up is, by quiet and stacks (and so
+    # is a log that showed only training, standing in for ranks it never named)
+    if (startup and st.ready_at is None) or is_torch_job(st) or any(_phase(r) == "training" for r in live):
         return _startup_stall(st, live, now, cfg)
     return _serving_stall(st, live, now, cfg)
 

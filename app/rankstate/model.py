@@ -232,6 +232,7 @@ class LaunchState:
     # (ts, phase) each time the log's own lines showed the launch further on (app/rankstate/reached.py: where
     # a crash that names no rank happened; not persisted, like the other log-reading state)
     reached: list[tuple[float, str]] = field(default_factory=list)
+    shown_again: int = 0  # lines that showed the last reached phase again: the log's own pace in it
     # when each traceback came that no line showing a phase has followed yet, in the log's order (a repeat of
     # the same phase included): exceptions after which the launch got nowhere (app/detect/uncaught.py)
     raised_since_shown: list[float] = field(default_factory=list)

@@ -109,8 +109,10 @@ def note_reached(st: LaunchState, ev: wire.Event) -> None:
         return
     st.raised_since_shown.clear()
     if st.reached and (st.reached[-1][1] == phase or phase == "starting"):
+        st.shown_again += st.reached[-1][1] == phase
         return  # a front end still waiting for its engine says nothing new once the engine showed a step
     st.reached.append((ev.ts, phase))
+    st.shown_again = 0
     del st.reached[:-REACHED_KEEP]
 
 

@@ -90,11 +90,19 @@ def stand_ins(st: LaunchState) -> list[RankState]:
     return out
 
 
+# the phases in which the log's own lines are its only pace: a start-up step, or a job's training steps (a
+# script's step prints or its "Training" bar, accelerate#2375); a server's quiet is judged by its requests
+_LOG_STANDS_IN = STARTUP_PHASES | {"training"}
+
+
 def _the_log(st: LaunchState) -> list[RankState]:
     """No line names a rank or a process (DeepSpeed's "[comm.py:637:init_distributed] ..." lines, onlinerlhf#11):
-    the log itself stands in, in the start-up step its lines last showed, quiet from its last line."""
-    if st.last_line_at is None or not st.reached or st.reached[-1][1] not in STARTUP_PHASES:
+    the log itself stands in, in the start-up step or the training its lines last showed, quiet from its last
+    line."""
+    if st.last_line_at is None or not st.reached or st.reached[-1][1] not in _LOG_STANDS_IN:
         return []
+    if st.reached[-1][1] == "training" and not st.shown_again:
+        return []  # one step line is no pace: two pasted runs' lines days apart are not a stall (megatron#3067)
     at, phase = st.reached[-1]
     first = st.reached[0][0]
     r = RankState(

@@ -124,3 +124,25 @@ def test_a_crash_whose_lines_name_no_step_is_not_placed_by_the_words_of_its_advi
     ]
     crashes = [i for i in run_log(tmp_path, lines, 2025).incidents if i.kind == "rank_crashed"]
     assert crashes and crashes[0].phase != "loading_weights"
+
+
+def test_the_stores_socket_timing_out_is_pytorchs_own_timeout_of_a_rendezvous(tmp_path: Path) -> None:
+    # pytorch#79388, the line as pasted: the agent could not reach the rendezvous store
+    line = "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to connect to (IP1, 2222)."
+    (inc,) = run_log(tmp_path, [line], 2022).incidents
+    assert inc.kind == "nccl_timeout" and inc.confidence == "confirmed"
+    assert "collective timeout" in inc.summary
+
+
+def test_a_log_that_showed_only_its_training_steps_is_a_stall_when_they_stop(tmp_path: Path) -> None:
+    # accelerate#2375: undated bars of six ranks' epochs, no rank named, then the job hung forever
+    lines = (CORPUS / "pytorch-accelerate-2375.log").read_text(encoding="utf-8").splitlines()
+    assert not run_log(tmp_path, lines, 2024).incidents  # at its last line nothing is wrong yet
+    (inc,) = run_log(tmp_path, lines, 2024, stalled_for_s=300).incidents
+    assert inc.kind == "suspected_deadlock" and inc.phase == "training"
+
+
+def test_one_step_line_is_no_pace_and_two_pasted_runs_days_apart_are_no_stall(tmp_path: Path) -> None:
+    # Megatron-LM#3067: one iteration line of each of two runs eleven days apart, posted as results
+    lines = (CORPUS / "pytorch-megatronlm-3067.log").read_text(encoding="utf-8").splitlines()
+    assert not run_log(tmp_path, lines, 2026).incidents
