@@ -9,7 +9,7 @@ import re
 from agents import wire
 from app.detect.findings import Evidence, evidence
 from app.rankstate import LaunchState, Signal
-from app.rankstate.codephase import phase_from_traceback, phase_of_code
+from app.rankstate.codephase import constructing, phase_from_traceback, phase_of_code
 from app.rankstate.reached import SAME_INSTANT_S, reached_at
 
 
@@ -28,7 +28,7 @@ def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool
         or _step_failed(tb + _failures_at(st, ts))
         or _collective_phase(tb)
         or _wiring_phase(st, ts)
-        or ("starting" if failed_start else None)
+        or ("starting" if failed_start or any(constructing(s.message) for s in tb) else None)
     )
 
 

@@ -27,6 +27,7 @@ from app.detect.work import gpu_odd, quiet_for, serving_limit, working
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, stacks
 from app.rankstate.infer import phase_before_crash
 from app.rankstate.reached import seen_only_in_logs
+from app.rankstate.codephase import constructing
 from app.rankstate.torchjob import is_torch_job
 from app.rankstate.unnamed import stand_ins
 
@@ -69,7 +70,7 @@ def _dumped_phase(st: LaunchState) -> str | None:
     for tb in sorted(tbs, key=lambda x: x.ts, reverse=True):
         if (phase := frames_phase([tb])) is not None:
             return phase
-    return None
+    return "starting" if any(constructing(tb.message) for tb in tbs) else None
 
 
 def _stack_requests(ranks: Iterable[RankState], culprits: list[str]) -> list[tuple[str, int]]:

@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 
 from agents import wire
-from app.detect.crashplace import crash_phase, traceback_row
+from app.detect.crashplace import crash_phase, nearby_tracebacks, traceback_row
 from app.detect.findings import Finding, excerpt
 from app.rankstate import LaunchState, Signal
-from app.rankstate.reached import seen_only_in_logs
+from app.rankstate.reached import SAME_INSTANT_S, seen_only_in_logs
 
 # the frames of the HTTP stack that catches a request's exception and answers it
 _REQUEST_FRAMES = ("/starlette/", "/uvicorn/", "/fastapi/", "/aiohttp/", "/grpc/")
@@ -87,5 +87,18 @@ def uncaught(st: LaunchState) -> Finding | None:
         evidence=traceback_row([s], rank),
         confidence="suspected",
         since=s.ts,
-        phase=crash_phase(st, s.ts, [s]),
+        # (its own frames first, then the other tracebacks of its instant: a process's own report of the
+        # same exception, printed beside the worker's, may keep the frames the worker's cut, vllm#7699)
+        phase=crash_phase(
+            st,
+            s.ts,
+            [
+                s,
+                *(
+                    x
+                    for x in nearby_tracebacks(st, s.ts, rank)
+                    if x is not s and abs(x.ts - s.ts) <= SAME_INSTANT_S
+                ),
+            ],
+        ),
     )

@@ -200,3 +200,18 @@ def _callee_phases(code: str | None) -> list[str | None]:
     if not code or code.lstrip().startswith(("File ", "Traceback")):
         return []
     return [phase_of_code("", name) for name in _CALL.findall(code)]
+
+
+# an inference engine's own packages, where a frame in a constructor is the engine still being built
+_ENGINE_PACKAGES = ("/sglang/", "/vllm/", "/vllm_ascend/", "/tensorrt_llm/", "/lmdeploy/")
+_CONSTRUCTORS = ("__init__", "from_engine_args", "from_vllm_config")
+
+
+def constructing(text: str) -> bool:
+    """A traceback raised while an engine's objects were still being built: a frame in a constructor of the
+    engine's own code (vLLM's AsyncLLMEngine.__init__ under from_engine_args, its core client's __init__ chain,
+    SGLang's Scheduler.__init__). Start-up, though no step of it is named: nothing is served before it exists."""
+    return any(
+        m.group(2) in _CONSTRUCTORS and any(p in m.group(1) for p in _ENGINE_PACKAGES)
+        for m in _FRAME.finditer(text)
+    )

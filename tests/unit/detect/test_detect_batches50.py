@@ -146,3 +146,23 @@ def test_one_step_line_is_no_pace_and_two_pasted_runs_days_apart_are_no_stall(tm
     # Megatron-LM#3067: one iteration line of each of two runs eleven days apart, posted as results
     lines = (CORPUS / "pytorch-megatronlm-3067.log").read_text(encoding="utf-8").splitlines()
     assert not run_log(tmp_path, lines, 2026).incidents
+
+
+def test_frames_in_an_engines_constructors_are_its_start_up() -> None:
+    from app.rankstate.codephase import constructing
+
+    # vllm#7699's Process-1: the RPC server building its AsyncLLMEngine (from_engine_args -> __init__)
+    tb = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/openai/rpc/server.py", line 25, in __init__
+    self.engine = AsyncLLMEngine.from_engine_args(
+  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/async_llm_engine.py", line 471, in from_engine_args"""
+    assert constructing(tb)
+    # a script's own constructor, or a library's outside the engines, says nothing of an engine's start
+    assert not constructing('  File "/home/u/train.py", line 9, in __init__\n    self.model = build()')
+
+
+def test_a_crash_and_a_hang_raised_through_constructors_are_placed_in_start_up(tmp_path: Path) -> None:
+    for stem, year in (("vllm-vllm-7699", 2024), ("vllm-ascend-3800", 2025)):
+        lines = (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+        incidents = run_log(tmp_path, lines, year).incidents
+        assert incidents and incidents[0].phase == "starting", stem
