@@ -25,9 +25,9 @@ from app.detect.culprit import (
 from app.detect.findings import Evidence, Finding, evidence
 from app.detect.work import gpu_odd, quiet_for, serving_limit, working
 from app.rankstate import STARTUP_PHASES, TERMINAL_PHASES, LaunchState, RankState, stacks
+from app.rankstate.codephase import constructing
 from app.rankstate.infer import phase_before_crash
 from app.rankstate.reached import seen_only_in_logs
-from app.rankstate.codephase import constructing
 from app.rankstate.torchjob import is_torch_job
 from app.rankstate.unnamed import stand_ins
 
