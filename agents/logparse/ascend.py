@@ -108,7 +108,12 @@ def npu_head(s: str) -> NpuHead | None:
 
 
 _THROWN = re.compile(r"instance of '([\w:<>, ]{1,120})'")
-_FFTS_TIMEOUT = re.compile(r"hccl fftsplus task timeout occurred.{0,300}?timeout[:=](\d{1,7})", re.I)
+# the device's own report that a task it ran outlived its timeout, whatever the task: "hccl fftsplus task timeout
+# occurred during task execution ... timeout=1836s" (a collective), "event wait timeout occurred during task
+# execution ... timeout=1866s" (a stream waiting on another's event, vllm-ascend#2182)
+_TASK_TIMEOUT = re.compile(
+    r"(\w[\w ]{0,40}?) timeout occurred during task execution(?:.{0,300}?timeout[:=](\d{1,7}))?", re.I
+)
 _NOTIFY_WAIT = re.compile(r"EI0002.{0,400}?(?:remote rank\s?\[?(\d{1,7}))?.{0,400}?(\d{2,7})\s?s\b", re.I)
 # "[Error]: The aicore execution times out.", "The aicpu execution is abnormal.", "The execution of the internal
 # task times out." (CANN's one-line summary of the ACL error that follows it)
@@ -141,12 +146,13 @@ _RESULT = re.compile(r"(?:runtime result|error code is) =? ?(\d{1,7})")
 def npu_message(msg: str) -> Match | None:
     """An NPU or GPU runtime's own report that a device stopped: the rank is gone, or its collective is."""
     head = msg[:600]
-    if "fftsplus task timeout" in head:
-        m = _FFTS_TIMEOUT.search(head)
-        fields: Fields = {"backend": "hccl", "op": "fftsplus task"}
-        if m:
-            fields["timeout_s"] = int(m.group(1))
-        return "collective_timeout", "error", fields
+    if "timeout occurred during task execution" in head and (m := _TASK_TIMEOUT.search(head)):
+        task = m.group(1).strip().lower()
+        fields: Fields = {"timeout_s": int(m.group(2))} if m.group(2) else {}
+        if task.startswith("hccl "):  # HCCL's own task: a collective that never completed
+            return "collective_timeout", "error", {"backend": "hccl", "op": task[5:], **fields}
+        # any other device task (an event wait): the device's own timeout of a stall, no collective named
+        return "engine_timeout", "critical", {"engine": "npu", "call": task, **fields}
     if "EI0002" in head[:16] or "Notify register times out" in head:
         fields = {"backend": "hccl", "op": "notify wait"}
         m = _NOTIFY_WAIT.search(head)

@@ -125,6 +125,10 @@ def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str
     if c in " |" and (lg := _LOGURU.match(msg)) is not None:  # loguru's "| module:function:line - msg"
         where = f"{lg.group(1)}:{lg.group(3)}:{lg.group(2)}"  # as the others: file:line:function
         return msg[lg.end() :], level, {**(extra or {}), "source_file": where[:128]}
+    if c.isalpha() and (lv := _LOGGER_LEVEL.match(msg)) is not None:
+        # Python logging as "%(name)s: [%(levelname)s] %(message)s" after the stamp (torch 2.1's elastic agent:
+        # "[2023-11-05 09:58:00,044] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9)")
+        return msg[lv.end() :], LEVELS.get(lv.group(2), level), {**(extra or {}), "logger": lv.group(1)[:128]}
     if c.islower() and (rt := _RUST_TARGET.match(msg)) is not None:
         # Rust's tracing puts its span and module path between the level and the message (TGI's "shard-manager:
         # text_generation_launcher: Shard 0 failed to start")
@@ -142,6 +146,9 @@ def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str
     return msg[m.end() :], LEVELS.get(m.group(1).upper(), level), extra
 
 
+_LOGGER_LEVEL = re.compile(
+    r"([A-Za-z_]\w{0,40}(?:\.\w{1,40}){1,8}): \[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] "
+)
 # a span name, then a module path with an underscore or a "::" in it (never a word of a sentence)
 _RUST_TARGET = re.compile(r"(?:[a-z][\w-]{0,40}: )?([a-z][a-z0-9]*(?:(?:_|::)[a-z0-9]+)+): ")
 _TRACING_RANK = re.compile(r" rank=(\d{1,5})$")

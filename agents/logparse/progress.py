@@ -9,9 +9,10 @@ from .values import Fields
 
 # Bounded repeats everywhere: a bar is short, and a 100k-character line must not make this quadratic.
 _BAR = re.compile(
-    r"(?P<desc>[^\r|]{0,300}?):\s{0,40}(?P<pct>\d{1,3})%(?:\|[^|]{0,400}\||\s{0,20}Completed\s{0,20}\|)"
+    r"(?:(?P<desc>[^\r|]{0,300}?):)?\s{0,40}(?P<pct>\d{1,3})%(?:\|[^|]{0,400}\||\s{0,20}Completed\s{0,20}\|)"
     r"\s{0,40}(?P<done>\d{1,9})/(?P<total>\d{1,9})"
-    r"(?:\s{0,4}\[(?P<el>\d{1,4}(?::\d\d){1,2})(?:<[\d:?]{0,12})?[^\]\[]{0,80}\])?"
+    # (the bracket may be cut where another process's line was written into the bar: "158.06s/i[rank0]:[E ...")
+    r"(?:\s{0,4}\[(?P<el>\d{1,4}(?::\d\d){1,2})(?:<[\d:?]{0,12})?[^\]\[]{0,80}(?:\]|(?=\[)))?"
 )
 _DESC_BS = re.compile(r"bs=(\d+)")
 _DESC_AVAIL = re.compile(r"avail_mem=([\d.]+)\s*GB")
@@ -41,7 +42,7 @@ def parse_bar(s: str) -> Bar | None:
     m = _BAR.match(s)
     if not m:
         return None
-    desc = m.group("desc").strip()
+    desc = (m.group("desc") or "").strip()  # (a bare bar: tqdm with no description)
     fields: Fields = {"done": int(m.group("done")), "total": int(m.group("total"))}
     if desc.startswith("Capturing"):
         kind = "capture_progress"

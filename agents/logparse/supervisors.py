@@ -66,6 +66,10 @@ def supervisor_message(msg: str) -> Match | None:
             # the message is the worker's command line: its --local_rank says which worker it was
             fields: Fields = {"engine": "deepspeed", "exit_code": int(rc.group(1))}
             return "child_crashed", "critical", {**fields, **subject_fields(msg[: rc.start()])}
+    elif msg.startswith("Killing subprocess ") and msg[19:].strip().isdigit():
+        # DeepSpeed's launcher tearing its workers down (its sigkill_handler): after one exited non-zero, or
+        # when the launcher itself was stopped; torchrun's "Sending process N closing signal" is the same act
+        return "closing_signal", "info", {"pid": int(msg[19:].strip()), "launcher": "deepspeed"}
     elif msg.startswith("Waiting for shard ") and (shard := _SHARD_WAIT.match(msg)) is not None:
         # TGI's launcher, every 10 s until the shard's server reports ready: the launch is starting
         return "engine_wait", "info", {"engine": "tgi", "shard": int(shard.group(1))}

@@ -7,6 +7,7 @@ from agents import wire
 from app.detect.config import DetectConfig
 from app.detect.crashplace import crash_phase, nearby_tracebacks, raised_past, traceback_row
 from app.detect.findings import Finding, evidence, excerpt
+from app.detect.teardown import torn_down
 from app.detect.uncaught import uncaught
 from app.rankstate import (
     CLEAN_EXIT_CODES,
@@ -177,7 +178,7 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
         )
     ]
     if not sigs:
-        return _startup_traceback(st) or uncaught(st)
+        return _startup_traceback(st) or uncaught(st) or torn_down(st)
     sig = sigs[0]
     ev = [evidence(s.ts, None, s.kind.replace("_", " "), s.message[:400]) for s in sigs[:8]]
     tb = nearby_tracebacks(st, sig.ts)

@@ -199,7 +199,9 @@ def _startup_stall(st: LaunchState, live: list[RankState], now: float, cfg: Dete
             )
         )
     since = min(r.last_progress_at + exp for r, _, exp in quiet)
-    phase = Counter(_phase(r) for r in live).most_common(1)[0][0]
+    # where the launch stood, read as for every hang kind (the log's own later step, the stack it dumped); the
+    # stand-ins' own phase where no rank is named
+    phase = (launch_phase(st) if st.ranks else None) or Counter(_phase(r) for r in live).most_common(1)[0][0]
     longest = max(q for _, q, _ in quiet)
     body = [
         evidence(

@@ -188,6 +188,7 @@ def _launch_event(st: LaunchState, ev: wire.Event) -> None:
         _TRACEBACK,
         _INIT_FAILED,
         _LAUNCHER_STOPPING,
+        _CLOSING_SIGNAL,  # a launcher tearing down workers no line names (app/detect/teardown.py)
         _SHM_BROADCAST_WAIT,
         _RENDEZVOUS_LOST,
     ):

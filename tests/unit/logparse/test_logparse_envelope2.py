@@ -81,7 +81,9 @@ def test_deepspeed_s_bracketed_fields_are_envelope_and_its_launcher_reports_a_wo
     # https://github.com/deepspeedai/DeepSpeed/issues/3232: '[INFO] [launch.py:428:sigkill_handler] ' behind the stamp
     kill = "[2023-04-14 13:11:27,879] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 13266"
     ev = one(kill)
-    check(ev, "raw", None, "2023-04-14T13:11:27.879", source_file="launch.py:428:sigkill_handler")
+    # (the launcher tearing down its workers: a closing signal, as torchrun's)
+    check(ev, "closing_signal", None, "2023-04-14T13:11:27.879", source_file="launch.py:428:sigkill_handler")
+    assert ev.fields["pid"] == 13266
     assert ev.message == "Killing subprocess 13266" and ev.severity == "info"
     died = (
         "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
