@@ -31,6 +31,10 @@ _STORE_TIMEOUT = re.compile(
     r"(?:Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined"
     r"|wait timeout after (\d+)ms|Socket Timeout)"
 )
+_BARRIER_TIMEOUT = re.compile(
+    r"Timed out initializing process group in store based barrier on rank:? ?(\d{1,7}).{0,200}?"
+    r"world_size=(\d{1,7}), worker_count=(\d{1,7})"
+)
 _PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "remote worker crashing")
 
 
@@ -93,6 +97,20 @@ def collective_error(text: str) -> Match | None:
             if m2.group(4):
                 fields["timeout_ms"] = int(m2.group(4))
             return "collective_timeout", "error", fields
+    if "store based barrier" in text and (b := _BARRIER_TIMEOUT.search(text)) is not None:
+        # torch < 2.2's process-group barrier on the store: fewer workers than the world came (Megatron-DeepSpeed#338:
+        # worker_count=4 of world_size=8 after 0:00:30)
+        return (
+            "collective_timeout",
+            "error",
+            {
+                "backend": "c10d_store",
+                "op": "barrier",
+                "global_rank": int(b.group(1)),
+                "joined": int(b.group(3)),
+                "world_size": int(b.group(2)),
+            },
+        )
     if any(p in text for p in _PEER_LOST):
         return "peer_lost", "error", {"backend": "gloo"}
     return None

@@ -17,7 +17,6 @@ from app.detect.config import DetectConfig
 from app.detect.findings import (
     HANG_KINDS,
     INCIDENT_KINDS,
-    STOPPED_KINDS,
     Decision,
     Evidence,
     Finding,
@@ -55,19 +54,23 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
 
     for st in fleet.launches.values():
         crash = _crash(st, now)
-        if crash is not None:
+        # a rendezvous store that timed out with or before the crash: the hang is the incident, the crash (listed
+        # after it) its consequence (Detector._consequence), as had the timeout been seen a tick earlier
+        after_timeout = crash is not None and engine_reports.never_formed_by(st, crash.since or now)
+        if crash is not None and not after_timeout:
             out.append(crash)
         # a crash explains why its peers stopped: one incident, not two. A stopped process explains a stall.
         # Silence is judged up to what its hosts have reported, not the wall clock: a server late storing or
         # reading its ingest (or a tick that came late) has not yet seen the lines written meanwhile, which
         # is its lag, not a stall
         known = known_until(fleet, st, now)
+        judged = crash is None or after_timeout
         hang = (
-            None
-            if crash
-            else processes.stopped_finding(st, now, cfg) or hangs.stall(st, known, cfg, host_down)
+            (processes.stopped_finding(st, now, cfg) or hangs.stall(st, known, cfg, host_down))
+            if judged
+            else None
         )
-        hang = engine_reports.confirm(st, hang, now) if not crash else None
+        hang = engine_reports.confirm(st, hang, now) if judged else None
         if (left := endings.gone_while_peers_wait(st, hang)) is not None:
             crash, hang = left, None  # the peers wait for a rank that went: its exit was the crash
             out.append(crash)
@@ -75,6 +78,8 @@ def find(fleet: Fleet, now: float, cfg: DetectConfig) -> list[Finding]:
             out.append(hang)
         elif not crash and (div := hangs.divergence(st, now, cfg)) is not None:
             out.append(div)
+        if after_timeout and left is None and crash is not None:
+            out.append(crash)  # after its hang: the hang's consequence
         if _over(st):
             continue  # how an ended launch served is history: its open acceptance incidents end with it
         if (acc := drafts.low_acceptance(st, now, cfg)) is not None:
@@ -188,6 +193,12 @@ class Detector:
                 f.kind == "rank_crashed" and self._consequence(fleet, f, now, decisions)
             ):
                 continue
+            if (
+                f.key not in self.tracked
+                and f.key.startswith("hang:")
+                and f"crash:{f.launch}" in self.absorbed
+            ):
+                continue  # the hang this launch's crash concluded ended with it: its reports open nothing new
             t = self.tracked.get(f.key)
             if f.held and t is not None and t.open:
                 continue  # a mere suspicion does not keep an open incident alive: its problem is not seen now
@@ -237,7 +248,11 @@ class Detector:
                 or (moved := self._resumed(fleet, t))
                 or (now - t.last_seen >= self.cfg.resolve_after_s and not _rebuilding(fleet, key, t, now))
             ):
-                summary = gone or (moved.sentence() if moved else None) or _resolved_summary(t)
+                summary = (
+                    gone
+                    or (moved.sentence() if moved else None)
+                    or endings.resolved_summary(t.kind or t.finding.kind)
+                )
                 # a hang whose launch went down under it did not heal: it ended with the launch
                 ended = _ended_with(fleet, t) if gone and t.kind in HANG_KINDS else None
                 decisions.append(Decision("resolve", key, now, t.finding, summary=summary, ended_with=ended))
@@ -250,7 +265,9 @@ class Detector:
         watchdog killing the launch, the launcher tearing the ranks down, peers whose collective timed out):
         it confirms and closes the hang incident, which keeps its culprit, and opens nothing of its own."""
         hang = self.tracked.get(f"hang:{crash.launch}")
-        if hang is None or not hang.open or (crash.since or now) < hang.opened_at:
+        # (after it opened, or with the report that opened it: a store's timeout and its exception, one tick)
+        began = min(hang.opened_at, hang.finding.since or hang.opened_at) if hang is not None else now
+        if hang is None or not hang.open or (crash.since or now) < began:
             return False
         if crash.phase and hang.finding.phase and crash.phase != hang.finding.phase:
             return (
@@ -363,21 +380,6 @@ def _launch_ended(fleet: Fleet, t: _Tracked) -> str | None:
         return None
     words = (t.kind or t.finding.kind).replace("_", " ")
     return f"The launch ended with this still open ({words} until its last report)."
-
-
-def _resolved_summary(t: _Tracked) -> str:
-    kind = t.kind or t.finding.kind
-    if kind in STOPPED_KINDS:
-        return f"Progress resumed ({kind.replace('_', ' ')} over)."
-    if kind == "agent_silent":
-        return "The agent reports again."
-    if kind == "low_acceptance":
-        return "Acceptance recovered: the draft's tokens are accepted again."
-    if kind == "acceptance_drift":
-        return "Acceptance is back near this launch's baseline at the same batch sizes."
-    if kind == "gpu_xid":
-        return "No further XID and the rank moves again."
-    return f"{kind.replace('_', ' ')} no longer observed."
 
 
 def _rebuilding(fleet: Fleet, key: str, t: _Tracked, now: float) -> bool:

@@ -122,3 +122,18 @@ def gone_while_peers_wait(st: LaunchState, hang: Finding | None) -> Finding | No
         since=first.exited_at,
         phase=hang.phase,
     )
+
+
+def resolved_summary(kind: str) -> str:
+    """What an incident of ``kind`` that is no longer seen says as it resolves."""
+    if kind in STOPPED_KINDS:
+        return f"Progress resumed ({kind.replace('_', ' ')} over)."
+    if kind == "agent_silent":
+        return "The agent reports again."
+    if kind == "low_acceptance":
+        return "Acceptance recovered: the draft's tokens are accepted again."
+    if kind == "acceptance_drift":
+        return "Acceptance is back near this launch's baseline at the same batch sizes."
+    if kind == "gpu_xid":
+        return "No further XID and the rank moves again."
+    return f"{kind.replace('_', ' ')} no longer observed."

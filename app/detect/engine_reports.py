@@ -11,6 +11,7 @@ from app.detect.findings import Finding, evidence, excerpt
 from app.detect.hangs import MAX_EVIDENCE, launch_phase
 from app.rankstate import TERMINAL_PHASES, LaunchState, Signal
 from app.rankstate.codephase import phase_from_traceback
+from app.rankstate.reached import SAME_INSTANT_S
 
 # The RPC timeout confirms a stall. vLLM logs the broadcast wait once a minute for as long as a worker
 # stays stuck, and one alone may be a worker compiling: only a repeat, with nothing moving since, confirms.
@@ -118,6 +119,17 @@ def confirmed_signals(st: LaunchState) -> list[tuple[str | None, Signal]]:
     return [x for x in out if x[1].kind not in REPEATED or shm_repeat(st, x[1], out)]
 
 
+def never_formed_by(st: LaunchState, ts: float) -> bool:
+    """The rendezvous store's own timeout at or before ``ts`` (a socket that never connected, a barrier short of
+    its workers): the launch never formed, and whatever raised with it or after it is that timeout's doing."""
+    return any(
+        s.kind == EventKind.COLLECTIVE_TIMEOUT
+        and s.fields.get("backend") == "c10d_store"
+        and s.ts <= ts + SAME_INSTANT_S
+        for _, s in confirmed_signals(st)
+    )
+
+
 # vLLM's stall reports raised only from a loop that runs while the server serves (V0's AsyncLLMEngine
 # engine loop): the report itself says the launch was serving, whatever the excerpt kept before it
 SERVING_ONLY_CALLS = frozenset({"engine_iteration"})
@@ -125,6 +137,10 @@ SERVING_ONLY_CALLS = frozenset({"engine_iteration"})
 
 def signal_kind(st: LaunchState, sig: Signal) -> IncidentKind:
     """The hang kind an engine report opens: its own, or for vLLM's (which say nothing of why) where it is."""
+    if sig.kind == EventKind.COLLECTIVE_TIMEOUT and sig.fields.get("backend") == "c10d_store":
+        # the rendezvous store gave up waiting for ranks (a socket that never connected, a barrier short of its
+        # workers): no collective ran, the launch never formed: a start-up hang the store itself confirmed
+        return "suspected_deadlock"
     if sig.kind in HANG_SIGNALS:
         return HANG_SIGNALS[sig.kind]
     served = (
@@ -184,8 +200,17 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         confidence="confirmed",
         confirmed_by=sorted({first_kind, HANG_SIGNALS.get(sigs[0][1].kind, sigs[0][1].kind)}),
         since=sigs[0][1].ts,
-        phase="serving" if first_kind == "stalled_serving" else launch_phase(st),
+        phase="serving" if first_kind == "stalled_serving" else _reported_phase(st, sigs),
     )
+
+
+def _reported_phase(st: LaunchState, sigs: list[tuple[str | None, Signal]]) -> str | None:
+    """Where the launch stood; where nothing showed (or only 'starting'), a store that timed out waiting for
+    ranks says it: the rendezvous and init_process_group are the store's waits (pytorch#79388)."""
+    phase = launch_phase(st)
+    if phase in (None, "starting") and any(s.fields.get("backend") == "c10d_store" for _, s in sigs):
+        return "dist_init"
+    return phase
 
 
 def _named(sigs: list[tuple[str | None, Signal]]) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from app.rankstate.codephase import phase_from_traceback
 from tests.support.paths import CORPUS
-from tests.support.replaylines import run_log
+from tests.support.replaylines import lines_of, run_log
 
 # sglang#3398: the excerpt's frames stop at model_runner's __init__; its source line is the call that raised
 TRUNCATED = """Traceback (most recent call last):
@@ -130,8 +130,17 @@ def test_the_stores_socket_timing_out_is_pytorchs_own_timeout_of_a_rendezvous(tm
     # pytorch#79388, the line as pasted: the agent could not reach the rendezvous store
     line = "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to connect to (IP1, 2222)."
     (inc,) = run_log(tmp_path, [line], 2022).incidents
-    assert inc.kind == "nccl_timeout" and inc.confidence == "confirmed"
+    # no collective ran: the launch never formed, a start-up hang the store's own timeout confirmed
+    assert (inc.kind, inc.confidence, inc.phase) == ("suspected_deadlock", "confirmed", "dist_init")
     assert "collective timeout" in inc.summary
+
+
+def test_a_rendezvous_that_timed_out_and_the_exception_it_raised_are_one_hang(tmp_path: Path) -> None:
+    # pytorch#79388 whole, and Megatron-DeepSpeed#338's store barrier (worker_count=4 of world_size=8): the
+    # launcher's and the ranks' exceptions are the timeout's consequence, not a crash of their own
+    for stem, year in (("pytorch-pytorch-79388", 2022), ("pytorch-megatrondeepspeed-338", 2023)):
+        (inc,) = run_log(tmp_path, lines_of(stem), year, name=f"{stem}.log").incidents
+        assert (inc.kind, inc.phase) == ("suspected_deadlock", "dist_init"), stem
 
 
 def test_a_log_that_showed_only_its_training_steps_is_a_stall_when_they_stop(tmp_path: Path) -> None:
