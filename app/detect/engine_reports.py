@@ -246,6 +246,17 @@ def _signal_culprit(
         return odd[0], (
             f"it stands at collective SeqNum={int(pos[odd[0]])}, behind its peers' {int(max(pos.values()))}"
         )
+    # all at one SeqNum: the failure reports' enqueued counts say who never issued the collective its peers had
+    # already queued behind it (ms-swift#10183: rank 2 enqueued 7219, rank 3 7220)
+    queued = {
+        lab: float(s.fields["enqueued"])
+        for lab, s in sigs
+        if lab and isinstance(s.fields.get("enqueued"), int)
+    }
+    if not odd and (late := behind(queued)) and len(late) == 1:
+        return late[0], (
+            f"it had enqueued collective {int(queued[late[0]])}, its peers up to {int(max(queued.values()))}"
+        )
     stuck = sorted({lab for lab, s in sigs if lab and s.kind in _SGLANG_WATCHDOG})
     if len(stuck) == 1 and culprit is None:
         return stuck[0], "its scheduler watchdog fired: it stopped making progress"

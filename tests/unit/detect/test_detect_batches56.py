@@ -68,3 +68,10 @@ def test_torch_2_1s_elastic_agent_lines_are_its_closing_signals_and_failures(tmp
     (inc,) = run_log(tmp_path, lines, 2023).incidents
     assert inc.kind == "rank_crashed" and inc.culprit == "rank1"
     assert "-9" in inc.summary
+
+
+def test_ranks_at_one_seqnum_are_told_apart_by_what_they_had_enqueued(tmp_path: Path) -> None:
+    # ms-swift#10183: both watchdogs at SeqNum 7219; rank 3 had already queued 7220, rank 2 never issued it
+    (inc,) = run_log(tmp_path, lines_of("pytorch-msswift-10183"), 2026).incidents
+    assert inc.kind == "nccl_timeout" and inc.culprit == "rank2"
+    assert "enqueued collective 7219" in inc.summary
