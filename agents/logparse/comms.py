@@ -63,4 +63,23 @@ def comm_message(msg: str) -> Match | None:
         m = _REGISTER.match(msg)
         if m:
             return "capture_register", "info", {"addresses": int(m.group(1))}
+    head = msg[:200]
+    # (a failure to set one up is the failure readers' line)
+    if (
+        ("ccl" in head or "CCL" in head or "ommunicator" in head)
+        and _SETS_UP.search(head)
+        and not _FAILING.search(msg, 0, 400)
+    ):
+        return "comm_setup", "info", {"what": "communicator"}
     return None
+
+
+# any framework saying it sets a communicator up, in the words of setting up and the library's name (Paddle's
+# glog "init nccl context nranks: 4 local rank: 0/1", "Initializing NCCL communicator", "Creating HCCL comm ..."):
+# the rank is wiring itself to its peers. Not NCCL's own INFO lines, read as NCCL's (they carry "NCCL INFO")
+_FAILING = re.compile(r"(?i)fail|error|unable|cannot|could not|timed? ?out|abort")
+_SETS_UP = re.compile(
+    r"^(?!.{0,60}\b[NH]CCL INFO\b).{0,60}?\b(?:init|initiali[sz](?:e|es|ing)|creat(?:e|es|ing)|build(?:s|ing)?|"
+    r"set(?:ting)? up)\b\W{0,3}(?:the |a |\w{1,12} ){0,2}(?:[nhr]ccl|communicator)s?\b",
+    re.IGNORECASE,
+)

@@ -38,7 +38,7 @@ _RUNTIME = re.compile(
 _KILLED = re.compile(r"(?:^|line \d{1,6}: +\d{1,10} )Killed\b")
 _SUBJECT = (
     r"\b(?:process(?:es)?|worker(?:s)?|rank|actor|child|subprocess|engine|engines|scheduler|pid|proc|replica"
-    r"|node|executor|server|job|task|command|container|pod|shard)\b"
+    r"|node|executor|server|job|task|command|container|pod|shard|component|backend|service|daemon)\b"
 )
 # a subject, then (within the clause) a verb of dying; the rest of the clause may say how
 _DEATH = re.compile(
@@ -52,7 +52,7 @@ _DEATH = re.compile(
     re.IGNORECASE,
 )
 _CODE = re.compile(
-    r"(?:exit ?code|exitcode|return ?code|returncode|exit status)\s{0,3}(?:=|:|is|of)?\s{0,3}(-?\d{1,4})"
+    r"(?:exit ?code|exitcode|return ?code|returncode|exit status|\brc|\bwith code)\s{0,3}(?:=|:|is|of)?\s{0,3}(-?\d{1,4})"
     r"|signal\s{0,3}[:=]?\s{0,3}(\d{1,2}\b|SIG[A-Z]{2,6})"
     r"|\b(SIG(?:KILL|SEGV|ABRT|BUS|FPE|ILL|TERM|INT|QUIT|HUP))\b",
     re.IGNORECASE,

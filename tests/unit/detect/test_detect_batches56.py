@@ -75,3 +75,28 @@ def test_ranks_at_one_seqnum_are_told_apart_by_what_they_had_enqueued(tmp_path: 
     (inc,) = run_log(tmp_path, lines_of("pytorch-msswift-10183"), 2026).incidents
     assert inc.kind == "nccl_timeout" and inc.culprit == "rank2"
     assert "enqueued collective 7219" in inc.summary
+
+
+def test_a_framework_saying_it_sets_a_communicator_up_is_distributed_init(tmp_path: Path) -> None:
+    from agents.logparse.comms import comm_message
+
+    # PaddleFleetX#1054's one glog line, verbatim, then twenty minutes of nothing
+    (inc,) = run_log(tmp_path, lines_of("other-paddlefleetx-1054"), 2023, stalled_for_s=1200).incidents
+    assert inc.kind == "suspected_deadlock" and inc.phase == "dist_init"
+    # a failure to set one up is not a step of setting up; NCCL's own INFO lines are NCCL's reader's
+    assert comm_message("Failed to initialize NCCL communicator") is None
+    assert comm_message("NCCL INFO init.cc:1234 comm 0x55 rank 0 nranks 8 - Init COMPLETE") is None
+
+
+def test_a_death_said_with_rc_or_with_code_carries_its_code() -> None:
+    from agents.logparse.deaths import process_death
+
+    # halogen#83's own line; a llama.cpp-style backend's; a clean exit is still no death
+    assert process_death("halogen: a component exited (rc=1); shutting down") == (
+        "child_crashed",
+        "critical",
+        {"cause": "exited", "exit_code": 1},
+    )
+    hit = process_death("llama-server backend process exited with code 139")
+    assert hit is not None and hit[2]["exit_code"] == 139
+    assert process_death("worker exited with code 0") is None
