@@ -217,10 +217,12 @@ class Forms(Dating):
     def _bar(self, bar: Bar, s: str, now: float | None, extra: Fields | None) -> list[Event]:
         known = self.last_ts is not None or now is not None  # else the bar's clock is all there is
         base = self.last_ts if self.last_ts is not None else (now if now is not None else 0.0)
-        start, prev = self._bars.get(bar.desc, (base, -1.0))
         el = bar.elapsed_s
+        # a bar first seen (or seen again from its start) began its elapsed time before the line it follows:
+        # it is printed now, and its later updates are dated by how much further its clock ran
+        start, prev = self._bars.get(bar.desc, (base - (el or 0.0), -1.0))
         if el is not None and (el < prev or bar.fields["done"] == 0):
-            start = base  # a new run of the same bar
+            start = base - el  # a new run of the same bar
         if len(self._bars) > 64:
             self._bars.clear()
         self._bars[bar.desc] = (start, el if el is not None else prev)

@@ -100,3 +100,10 @@ def test_a_death_said_with_rc_or_with_code_carries_its_code() -> None:
     hit = process_death("llama-server backend process exited with code 139")
     assert hit is not None and hit[2]["exit_code"] == 139
     assert process_death("worker exited with code 0") is None
+
+
+def test_a_bar_first_seen_part_way_is_dated_where_it_is_printed(tmp_path: Path) -> None:
+    # vllm#50557: an undated capture bar at 27/51 [00:06<...] between dated lines; the workers' death after it
+    # was during the capture, not before it (the bar's six seconds ran before it was printed)
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllm-50557"), 2026).incidents
+    assert inc.kind == "rank_crashed" and inc.phase == "cuda_graph_capture"
