@@ -137,7 +137,7 @@ class Dating:
             c = s[0]
             if not (
                 c.isdigit()
-                or (c == "[" and (s[11:12] == "T" or s[3:4] == "/"))
+                or (c == "[" and (s[11:12] == "T" or stamps.may_lead(s)))
                 or (c.isupper() and s[3:4] == " ")
             ):
                 break  # no collector's stamp starts like this

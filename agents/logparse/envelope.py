@@ -42,7 +42,8 @@ _GLUED = re.compile(
 # a colour code whose escape byte and '[' a paste lost, in front of a wrapper or a header (vllm#14404: '1;36m(VllmWorker
 # rank=5 pid=33503) ERROR ...'); one that kept its '[' is heads.unwrap's
 _BARE_COLOUR = re.compile(r"\d{1,3}(?:;\d{1,3}){0,4}m(?=[(\[A-Z])")
-_GUTTER = re.compile(r"\s{0,8}\| (?=\S)|\s{1,8}(?=\[rank\d)")  # also a paste's blank before a rank tag
+# also a paste's blank before a rank tag, or before a bracketed dated header (Megatron's " [2024-03-30 20:02:40]")
+_GUTTER = re.compile(r"\s{0,8}\| (?=\S)|\s{1,8}(?=\[rank\d|\[\d{4}-\d\d-\d\d[ T]\d\d:)")
 _LABEL = re.compile(r"\[([A-Za-z][\w.-]{0,40})\] (?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d)")
 _ENVELOPE_CHARS = " \t>|:.,0123456789"
 # a logger's own fields behind the line's header: DeepSpeed's "[INFO] [launch.py:428:sigkill_handler] ", MindIE's
@@ -62,7 +63,7 @@ def may_wrap(s: str) -> bool:
     if c == ">" or (c.isdigit() and (s[2:3] == ":" or "m" in s[1:8])):
         return True
     if c == " ":
-        return "what():" in s[:16] or "| " in s[:10] or "[rank" in s[1:9]
+        return "what():" in s[:16] or "| " in s[:10] or "[rank" in s[1:9] or "[20" in s[1:6]
     return c == "[" and s[1:2].isupper() and "] " in s[2:44]
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, date, tzinfo
 from agents.cleantext import clean_text
 from agents.wire import Event, EventKind
 
-from . import envelope, heads, torchrun
+from . import envelope, heads, stamps, torchrun
 from .ascend import fatal_exception_line, npu_message
 from .comms import comm_message
 from .config import config_fields, is_config_dump
@@ -138,7 +138,7 @@ class LogParser(Forms):
         if (
             heads.wrapped(s)
             or c.isdigit()
-            or (c == "[" and (s[11:12] == "T" or s[3:4] == "/"))
+            or (c == "[" and (s[11:12] == "T" or stamps.may_lead(s)))
             or (c.isupper() and s[3:4] == " ")
         ):
             whole = s

@@ -8,7 +8,8 @@ the line as it was. One grammar reads them all, and the rest of the line is read
 - a launcher's host label (pdsh: ``202.197.0.170: [rank1]:[E1101 17:03:05 ...]``), kept as the line's host;
 - mmengine's ``06/27 08:41:09 - mmengine - INFO - ...`` and rich's ``[03/17/23 20:03:12] INFO     ...``
   (OpenMMLab, ColossalAI), whose level word follows the stamp;
-- a date with an underscore or a ``T`` and no zone (``2025-05-21_15:43:03``).
+- a date with an underscore or a ``T`` and no zone (``2025-05-21_15:43:03``);
+- the kernel's ``dmesg -T`` ctime in brackets, and HF transformers' old ``[INFO|file.py:N] date >>``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ _MMENGINE = re.compile(r"(\d\d)/(\d\d) " + _HMS + r" - [\w.-]{1,64} - " + _LEVEL
 _RICH = re.compile(r"\[(\d\d)/(\d\d)/(\d\d(?:\d\d)?) " + _HMS + r"\] {1,4}" + _LEVEL + r" *")
 _UNDERSCORED = re.compile(r"(\d{4})-(\d\d)-(\d\d)[_T]" + _HMS + r"\s{1,4}" + _LEVEL)
 _HOST = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}): (?=\S)")
+# ctime in brackets: the kernel's log as `dmesg -T` prints it ("[Tue Sep  9 02:30:28 2025] amdgpu ...", sglang#10195)
+_CTIME = re.compile(r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON + r" ([ \d]\d) " + _HMS + r" (\d{4})\] ")
+# the level and source in brackets, then the date and ">>" (HF transformers' logging before 4.x's rewrite:
+# "[INFO|trainer.py:1148] 2021-05-20 20:16:39,037 >>   Num examples = 1000")
+_LEVEL_SOURCE = re.compile(
+    r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\|[\w.-]{1,100}:\d{1,7}\] (\d{4})-(\d\d)-(\d\d) " + _HMS + r" >> "
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +56,7 @@ def may_lead(s: str) -> bool:
     c = s[:1]
     return (
         (c.isdigit() and (s[2:3] in "/." or s[4:5] == "-" or s[1:2] == "." or s[3:4] == "."))
-        or (c == "[" and s[3:4] == "/")
+        or (c == "[" and (s[3:4] == "/" or s[4:5] == " " or "|" in s[4:11]))
         or (c.isupper() and s[3:4] == " " and s[:3] in MONTHS)
     )
 
@@ -62,6 +70,12 @@ def lead(s: str) -> Stamp | None:
             return None
         g = m.groups()
         return Stamp(MONTHS[g[0]], int(g[1]), (g[2], g[3], g[4]), g[5], m.end())
+    if c == "[" and s[4:5] == " " and (m := _CTIME.match(s)) is not None:
+        g = m.groups()
+        return Stamp(MONTHS[g[0]], int(g[1]), (g[2], g[3], g[4]), g[5], m.end(), int(g[6]))
+    if c == "[" and "|" in s[4:11] and (m := _LEVEL_SOURCE.match(s)) is not None:
+        g = m.groups()
+        return Stamp(int(g[2]), int(g[3]), (g[4], g[5], g[6]), g[7], m.end(), int(g[1]), _level(g[0]))
     if c == "[":
         m = _RICH.match(s)
         if m is None:

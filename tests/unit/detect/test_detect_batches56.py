@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from agents.logparse.ascend import npu_message
@@ -107,3 +108,20 @@ def test_a_bar_first_seen_part_way_is_dated_where_it_is_printed(tmp_path: Path) 
     # was during the capture, not before it (the bar's six seconds ran before it was printed)
     (inc,) = run_log(tmp_path, lines_of("vllm-vllm-50557"), 2026).incidents
     assert inc.kind == "rank_crashed" and inc.phase == "cuda_graph_capture"
+
+
+def test_the_kernels_dmesg_stamp_hf_transformers_old_header_and_an_indented_stamp_date_their_lines() -> None:
+    from tests.support.logparse_lines import parse_lines
+
+    lines = [
+        # sglang#10195's amdgpu faults as `dmesg -T` prints them
+        "[Tue Sep  9 02:30:28 2025] amdgpu 0000:a6:00.0: amdgpu:   cookie node_id 2 fault from die AID0.XCD1",
+        # transformers#11796's Trainer, the logging format before transformers 4.x
+        "[INFO|trainer.py:1148] 2021-05-20 20:16:39,037 >>   Instantaneous batch size per device = 4",
+        # Megatron's iteration line with the paste's blank in front of its stamp
+        " [2024-03-30 20:02:40] iteration       10/  500000 | consumed samples:         1280 | lm loss: 2.1",
+    ]
+    evs = parse_lines(lines)
+    assert [e.message[:12] for e in evs] == ["amdgpu 0000:", "  Instantane", "iteration   "]
+    years = [time.gmtime(e.ts).tm_year for e in evs]
+    assert years == [2025, 2021, 2024]
