@@ -168,10 +168,6 @@ specwatch demo — open {base}/
 """
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def run_demo(settings: Settings, duration_s: float | None = None) -> int:
     from app.access import agent_tokens as auth
     from app.main import create_app
@@ -212,29 +208,32 @@ def run_demo(settings: Settings, duration_s: float | None = None) -> int:
     print(_banner(base), flush=True)
 
     agents = Agents(base, data_dir, tokens)
-    # `docker stop`, systemd and CI stop with SIGTERM, not Ctrl-C: the same orderly stop (agents first), or the
-    # agents (in their own sessions) would outlive the demo, re-parented to init and retrying forever
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # `docker stop`, systemd and CI stop with SIGTERM, Ctrl-C with SIGINT: the same orderly stop (agents first),
+    # or the agents (in their own sessions) would outlive the demo, re-parented to init and retrying forever. The
+    # signal only asks: raised as an exception it could land between an agent's spawn and its being recorded,
+    # and that agent would never be stopped
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     started = time.time()
     pending = list(ACTS)
     reported: set[str] = set()
     try:
-        while duration_s is None or time.time() - started < duration_s:
+        while (duration_s is None or time.time() - started < duration_s) and not stop.is_set():
             elapsed = time.time() - started
-            while pending and pending[0].starts_at_s <= elapsed:
+            while pending and pending[0].starts_at_s <= elapsed and not stop.is_set():
                 act = pending.pop(0)
                 agents.start(act)
                 print(f"[{int(elapsed) // 60}:{int(elapsed) % 60:02d}] {act.headline}", flush=True)
             for host in set(agents.check()) - reported:
                 reported.add(host)
                 print(f"agent for {host} stopped: see {data_dir / 'logs' / f'agent-{host}.log'}", flush=True)
-            time.sleep(0.2)
-    except KeyboardInterrupt:
-        print("\nstopping the agents and the server…", flush=True)
+            stop.wait(0.2)
+        if stop.is_set():
+            print("\nstopping the agents and the server…", flush=True)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stop short
-        agents.stop()
+        agents.stop()  # (a second signal only sets the flag again: it cannot cut the stop short)
         server.should_exit = True
         thread.join(timeout=10)
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
