@@ -19,13 +19,14 @@ def crash_phase(st: LaunchState, ts: float, tb: list[Signal], failed_start: bool
     before it (a start-up step, the ready line, a request served, a decode batch, a training step); a start-up
     failure report with nothing before it is ``starting``; nothing shown, no phase. An exception whose frames
     and log say nothing may still say what it was doing (creating a communicator: dist_init)."""
+    shown, said = reached_at(st, ts), tb + _failures_at(st, ts)
     return (
-        raised_past(reached_at(st, ts), tb)
+        raised_past(shown, tb)
         or _method_phase(st, ts)
-        or reached_at(st, ts)
+        or shown
         or _said_phase(tb)
-        or _capture_error(tb + _failures_at(st, ts))
-        or _step_failed(tb + _failures_at(st, ts))
+        or _capture_error(said)
+        or _step_failed(said)
         or _collective_phase(tb)
         or _wiring_phase(st, ts)
         or ("starting" if failed_start or any(constructing(s.message) for s in tb) else None)
@@ -65,7 +66,7 @@ _CAPTURE_ERROR = re.compile(
 def _method_phase(st: LaunchState, ts: float) -> str | None:
     """The method a worker wrapper says raised (vLLM's "Error executing method 'determine_num_available_blocks'"):
     the outermost call of the worker's traceback, where its frames were cut from the excerpt."""
-    near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
+    near = st.all_signals()
     for x in near:
         method = x.fields.get("method")
         if isinstance(method, str) and abs(x.ts - ts) <= 120 and (phase := phase_of_code("", method)):
@@ -76,8 +77,7 @@ def _method_phase(st: LaunchState, ts: float) -> str | None:
 def _failures_at(st: LaunchState, ts: float) -> list[Signal]:
     """The launch's failure lines of the crash's instant (a watchdog's 'terminated with exception: CUDA error:
     ...'): what they say the rank was doing counts as an exception's message does."""
-    near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
-    return [x for x in near if abs(x.ts - ts) <= SAME_INSTANT_S]
+    return [x for x in st.all_signals() if abs(x.ts - ts) <= SAME_INSTANT_S]
 
 
 # a failure line that names the step it failed in, in the words any engine uses: a verb of failing, then the
@@ -162,7 +162,7 @@ def _wiring_phase(st: LaunchState, ts: float) -> str | None:
     reported by any rank (HCCL's EI0009 'Transport init error' while a trainer wires itself to a rollout server,
     vllm-ascend#3162; 'HcclCommInitRootInfo failed'), distributed init; an error logged by a request handler
     (vLLM's '[serving_chat.py:677] ... MQEngineDeadError', vllm#15039), where its code runs."""
-    near = [x for r in st.ranks.values() for x in r.signals] + [x for _, x in st.signals]
+    near = st.all_signals()
     near = [x for x in near if abs(x.ts - ts) <= 120]
     if any(
         x.fields.get("op") == "connect"

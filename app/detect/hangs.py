@@ -65,8 +65,7 @@ def launch_phase(st: LaunchState) -> str | None:
 
 def _dumped_phase(st: LaunchState) -> str | None:
     """The phase the frames of the launch's last placeable traceback run through."""
-    tbs = [x for r in st.ranks.values() for x in r.signals if x.kind == wire.EventKind.TRACEBACK]
-    tbs += [x for _, x in st.signals if x.kind == wire.EventKind.TRACEBACK]
+    tbs = [x for x in st.all_signals() if x.kind == wire.EventKind.TRACEBACK]
     for tb in sorted(tbs, key=lambda x: x.ts, reverse=True):
         if (phase := frames_phase([tb])) is not None:
             return phase

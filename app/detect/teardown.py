@@ -16,7 +16,7 @@ from __future__ import annotations
 from agents import wire
 from app.detect.crashplace import crash_phase, nearby_tracebacks, traceback_row
 from app.detect.findings import Finding, evidence
-from app.rankstate import LaunchState, Signal
+from app.rankstate import LaunchState
 from app.rankstate.exits import STOP_LAG_S, STOP_WINDOW_S
 from app.rankstate.reached import seen_only_in_logs
 
@@ -24,17 +24,11 @@ _TEARDOWN = wire.EventKind.CLOSING_SIGNAL
 _STOPPING = wire.EventKind.LAUNCHER_STOPPING
 
 
-def _launch_lines(st: LaunchState) -> list[Signal]:
-    return sorted(
-        [s for _, s in st.signals] + [s for r in st.ranks.values() for s in r.signals], key=lambda s: s.ts
-    )
-
-
 def torn_down(st: LaunchState) -> Finding | None:
     """The launcher's teardown of its workers with no stop asked for around it: a worker failed, unnamed."""
     if not seen_only_in_logs(st):
         return None
-    lines = _launch_lines(st)
+    lines = sorted(st.all_signals(), key=lambda s: s.ts)
     downs = [s for s in lines if s.kind == _TEARDOWN]
     if not downs:
         return None

@@ -237,6 +237,10 @@ class LaunchState:
     # the same phase included): exceptions after which the launch got nowhere (app/detect/uncaught.py)
     raised_since_shown: list[float] = field(default_factory=list)
 
+    def all_signals(self) -> list[Signal]:
+        """Every failure line the launch kept: each rank's, then the ones no line named a rank for."""
+        return [x for r in self.ranks.values() for x in r.signals] + [x for _, x in self.signals]
+
     def rank(self, label: str, host: str, ts: float) -> RankState:
         r = self.ranks.get(label)
         if r is None:
