@@ -265,9 +265,13 @@ class Detector:
         watchdog killing the launch, the launcher tearing the ranks down, peers whose collective timed out):
         it confirms and closes the hang incident, which keeps its culprit, and opens nothing of its own."""
         hang = self.tracked.get(f"hang:{crash.launch}")
-        # (after it opened, or with the report that opened it: a store's timeout and its exception, one tick)
-        began = min(hang.opened_at, hang.finding.since or hang.opened_at) if hang is not None else now
-        if hang is None or not hang.open or (crash.since or now) < began:
+        st = fleet.launches.get(crash.launch or "")
+        if hang is None or not hang.open:
+            return False
+        began = hang.opened_at  # a crash before the hang was reported is its own incident (a killed rank)
+        if st is not None and engine_reports.never_formed_by(st, crash.since or now):
+            began = min(began, hang.finding.since or began)  # a store's timeout and its exception: one tick
+        if (crash.since or now) < began:
             return False
         if crash.phase and hang.finding.phase and crash.phase != hang.finding.phase:
             return (
@@ -275,7 +279,6 @@ class Detector:
             )
         self.absorbed.add(crash.key)
         f = hang.finding
-        st = fleet.launches.get(crash.launch or "")
         sigs = engine_reports.confirmed_signals(st) if st is not None else []
         f.confirmed_by = sorted(
             {*f.confirmed_by, *(engine_reports.signal_kind(st, s) for _, s in sigs if st), "rank_crashed"}
