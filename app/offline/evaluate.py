@@ -212,7 +212,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     baseline (DIR/expected-failures.toml, or --baseline) does not list."""
     from pathlib import Path
 
-    from app.offline import corpus
+    from app.offline import corpus, corpus_report
     from app.settings import Settings
 
     cfg = Settings().detect
@@ -237,11 +237,11 @@ def cmd_corpus(args: argparse.Namespace) -> int:
             "summary": corpus.summary(results),
             "regressions": [r.case.stem for r in regressions],
             "fixed": fixed,
-            "cases": [corpus.result_json(r) for r in results],
+            "cases": [corpus_report.result_json(r) for r in results],
         }
         print(json.dumps(out, indent=2, default=str))
     else:
-        corpus.print_table(results, regressions, fixed)
+        corpus_report.print_table(results, regressions, fixed)
     return 1 if regressions else 0
 
 

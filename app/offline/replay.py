@@ -23,6 +23,9 @@ from app.rankstate.unnamed import stand_ins
 
 # a gap longer than this is skipped in one step rather than ticked through (a log left for a day)
 MAX_TICKED_GAP_S = 3600.0
+# what a log can be stated to come from (replay --engine): what the live agent reads off the process's command
+# line (agents/commands.py), an inference server or a torch.distributed job
+ENGINES = ("sglang", "vllm", "trtllm", "lmdeploy", "tgi", "torch")
 
 
 def parse_files(
@@ -83,12 +86,15 @@ def replay(
     until: float | None = None,
     stalled_for_s: float | None = None,
     start: float | None = None,
+    engine: str | None = None,
 ) -> tuple[OfflineRun, list[tuple[str, wire.Event]]]:
     """Replay ``paths``; the virtual clock runs on past the last line to ``until`` (epoch seconds) or for
-    ``stalled_for_s``: a log that ends mid-stall then reports the stall and how long it lasted at least."""
+    ``stalled_for_s``: a log that ends mid-stall then reports the stall and how long it lasted at least.
+    ``engine`` (one of ENGINES) is what the logs came from where their lines do not say it."""
     # logs carry no agent heartbeat: silence in them is never an agent going away
     cfg = (cfg or DetectConfig()).model_copy(update={"agent_silent_enabled": False})
     run = OfflineRun(cfg, tick_s=tick_s)
+    run.launch.engine = engine
     events = parse_files(paths, base_date=base_date, start=start)
     for host, ev in events:
         _advance(run, ev.ts)
@@ -274,7 +280,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     until = until_epoch(args.until, paths) if args.until else None
     start = at_epoch(args.start) if args.start else None
     base = date(args.year, 12, 31) if args.year else None  # year-less headers fall in that year
-    run, events = replay(paths, cfg=Settings().detect, base_date=base, until=until, start=start)
+    run, events = replay(
+        paths, cfg=Settings().detect, base_date=base, until=until, start=start, engine=args.engine
+    )
     if not events:
         raise CommandError("no engine log lines with timestamps in " + ", ".join(args.files), exit_code=1)
     rep = report(run, events)
@@ -284,6 +292,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if args.year
         else "the files' modification time (--year to say)",
         "undated_files": "--start" if start is not None else "noon of that reference date (--start to say)",
+        "engine": f"--engine {args.engine}" if args.engine else "what the lines show (--engine to say)",
     }
     if args.json:
         print(json.dumps(rep, indent=2, default=str))
@@ -316,5 +325,11 @@ def register(sub: Any) -> None:
         metavar="TIME",
         help="when a file with no time on any line began (UTC unless TIME has an offset): its lines, in order, "
         "are dated then instead of at noon of the reference date",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="what the logs came from, where their lines do not say (a log of PyTorch's own lines alone): "
+        "an inference server, or torch for a training job; the live agent reads it off the command line",
     )
     p.set_defaults(func=cmd_replay)

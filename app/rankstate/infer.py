@@ -118,11 +118,17 @@ def phase_hint(st: LaunchState, ev: wire.Event) -> str | None:
         if first_collective_stuck(ev.fields):
             return "dist_init"  # its process group never completed a collective: still setting up
         trained = any(p == "training" for _, p in st.reached)  # the log's own step reports (a loss, a step)
-        if seen and is_torch_job(st) and (trained or not (_engine_reached(st) or st.engine_said)):
+        server = st.engine_said or st.engine not in (None, "torch")
+        if (
+            seen
+            and is_torch_job(st)
+            and (trained or st.engine == "torch" or not (_engine_reached(st) or server))
+        ):
             # a training job (only PyTorch's own rank tags, no line of an engine's) builds its communicator in
             # its first collective: one completed, it is in its steps (prodigy#35: work 174), however many since
             # (Qwen-VL#243: 81,220). An engine serving for hours shows itself: its reader's lines, its workers'
-            # wrappers (VllmWorkerProcess, RayWorkerWrapper), its package in a traceback's frames
+            # wrappers (VllmWorkerProcess, RayWorkerWrapper), its package in a traceback's frames, or its command
+            # line says it (st.engine: the agent's process collector, a pasted shell command, replay --engine)
             return "training"
         # thousands of collectives completed: long past start-up (which takes tens to hundreds)
         return "serving" if seen and max(seen) >= SERVING_COLLECTIVES else None

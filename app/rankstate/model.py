@@ -225,6 +225,10 @@ class LaunchState:
     # a line said it is an inference engine's (its reader named the engine, its wrapper an engine's process, its
     # frames an engine's package): a launch that shows only PyTorch's tags is a job, not a server (not persisted)
     engine_said: bool = False
+    # what the launch runs, where something says it rather than a line showing it: its command line (the agent's
+    # process collector, a pasted shell command) or the user (replay --engine): an inference server's name
+    # (sglang, vllm ...) or "torch" for a torch.distributed job; None until said (not persisted)
+    engine: str | None = None
     # a torch job's own lines (app/rankstate/torchjob.py): the latest, and the gaps between them (its cadence,
     # which says how long a pause of this job may last; not persisted, like decode_gaps)
     job_line_at: float | None = None

@@ -19,6 +19,7 @@ from app.rankstate.phases import STARTUP_PHASES
 # event kinds bound once: an enum member read off its class costs ~0.1 µs, and this runs per record
 _HTTP_ACCESS, _PROGRESS, _RAW = wire.EventKind.HTTP_ACCESS, wire.EventKind.PROGRESS, wire.EventKind.RAW
 _TRACEBACK = wire.EventKind.TRACEBACK
+_LAUNCH_COMMAND = wire.EventKind.LAUNCH_COMMAND
 
 REACHED_KEEP = 32  # phase changes kept: a launch's start-up and a few restarts
 # a line printed in the same instant as the crash may still show where it was (the pasted excerpt's order)
@@ -102,6 +103,8 @@ def phase_shown(ev: wire.Event) -> str | None:
 def note_reached(st: LaunchState, ev: wire.Event) -> None:
     if not st.engine_said and _engine_line(ev):
         st.engine_said = True
+    if ev.kind == _LAUNCH_COMMAND and st.engine is None and isinstance(said := ev.fields.get("engine"), str):
+        st.engine = said  # the shell command a paste starts with: a server's launcher or torchrun's
     if ev.kind == _TRACEBACK and len(st.raised_since_shown) < REACHED_KEEP:
         st.raised_since_shown.append(ev.ts)
     phase = phase_shown(ev)

@@ -355,6 +355,9 @@ def apply_process(fleet: Fleet, launch: str, host: str, p: wire.ProcessSample) -
     """A process listing entry. Only scheduler/worker processes with a rank label become ranks."""
     h = fleet.host(host, p.ts)
     h.sample_ts = max(h.sample_ts or p.ts, p.ts)
+    owner = fleet.launches.get(launch)
+    if owner is not None and owner.engine is None and p.engine != "unknown":
+        owner.engine = p.engine  # what its process's command line or title says it runs
     if h.procs_listed_at is None or p.ts > h.procs_listed_at:
         h.procs_listed_at = p.ts
     label = p.rank

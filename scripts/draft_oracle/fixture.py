@@ -86,7 +86,9 @@ def row(engine: str, version: str, r: dict, ck: dict | None = None, targets: dic
             # replaced by the target's (set_embed_and_head), and q_a / kv_a concatenated into one fused
             # parameter before the copy the oracle watches: loaded, though no copy_ of them is seen
             fused = not any("fused_qkv_a_proj" in k for k in r["missing"])
-            pat = r"\.(?:embed_tokens|shared_head\.head)\.weight$" + (r"|\.(?:q_a_proj|kv_a_proj_with_mqa)\." if fused else "")
+            pat = r"\.(?:embed_tokens|shared_head\.head)\.weight$" + (
+                r"|\.(?:q_a_proj|kv_a_proj_with_mqa)\." if fused else ""
+            )
             body |= {k for k in r["dropped"] if re.search(pat, k)}
         out["dropped"] = [k for k in r["dropped"] if not SKIPPED_BY_RULE.search(k) and k not in body]
         out["missing"] = [k for k in r["missing"] if not any(p.fullmatch(k) for p in unused)]
@@ -132,7 +134,9 @@ def main(oracle: Path, out: Path, merge: bool = False) -> None:
                     continue
             rows.append({"checkpoint": key, **row(engine, version, r, checkpoints.get(key), targets)})
     fresh = {(r["engine"], r["version"], r["checkpoint"]) for r in rows}
-    rows = [r for r in old.get("rows", []) if (r["engine"], r["version"], r["checkpoint"]) not in fresh] + rows
+    rows = [
+        r for r in old.get("rows", []) if (r["engine"], r["version"], r["checkpoint"]) not in fresh
+    ] + rows
     fixture = {
         "about": "made by scripts/draft_oracle/run.sh: real engine loaders on the CPU, see its README",
         "engines": engines,

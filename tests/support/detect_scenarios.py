@@ -48,14 +48,15 @@ class Cluster:
         io: int | None = None,
         exit_code: int | None = None,
     ) -> None:
+        torch = rank.startswith("rank")  # a torch.distributed worker, as the process collector names it
         p = wire.ProcessSample(
             ts=self.t,
             pid=self.pids[rank],
             create_time=self.t0,
-            name=f"sglang::scheduler_{rank}",
+            name=f"sglang::scheduler_{rank}" if not torch else f"python3 train.py ({rank})",
             rank=rank,
-            role="scheduler",
-            engine="sglang",
+            role="scheduler" if not torch else "worker",
+            engine="torch" if torch else "sglang",
             state=state,
             cpu_pct=cpu,
             io_read_bytes=io,

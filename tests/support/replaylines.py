@@ -16,7 +16,7 @@ def lines_of(stem: str) -> list[str]:
 
 
 def run_log(
-    tmp_path: Path, lines: list[str], year: int, name: str = "excerpt.log", **kw: float
+    tmp_path: Path, lines: list[str], year: int, name: str = "excerpt.log", **kw: float | str
 ) -> OfflineRun:
     """The lines written to a file and replayed; ``year`` dates glog lines that carry none (as a sidecar's)."""
     p = tmp_path / name

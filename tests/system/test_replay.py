@@ -103,3 +103,25 @@ def test_replay_refuses_a_missing_file_with_one_sentence(tmp_path: Path) -> None
     proc = cli("replay", str(tmp_path / "nope.log"), check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"specwatch: cannot read {tmp_path / 'nope.log'}: no such file"
+
+
+def test_replay_engine_says_what_a_log_of_pytorchs_lines_alone_came_from(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/3424's kind of paste: one rank's watchdog thousands of collectives in,
+    # nothing of the server's own; the user knows it was an SGLang server, as the live agent knows from argv
+    p = tmp_path / "rank2.log"
+    p.write_text(
+        "[rank2]:[E210 02:06:33.394775308 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 2] Process group "
+        "watchdog thread terminated with exception: [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1522789, OpType=_ALLGATHER_BASE, NumelIn=298960, NumelOut=4783360, Timeout(ms)=600000) "
+        "ran for 600094 milliseconds before timing out.\n"
+    )
+
+    def phases(*extra: str) -> tuple[set[str], dict[str, str]]:
+        rep = json.loads(cli("replay", "--json", "--year", "2025", *extra, str(p)).stdout)
+        return {i["phase"] for i in rep["incidents"]}, rep["dating"]
+
+    assert phases()[0] == {"training"}
+    stated, dating = phases("--engine", "sglang")
+    assert stated == {"serving"} and dating["engine"] == "--engine sglang"
+    bad = cli("replay", "--engine", "llamafile", str(p), check=False)
+    assert bad.returncode == 2 and "--engine" in bad.stderr and "invalid choice" in bad.stderr

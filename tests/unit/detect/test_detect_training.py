@@ -192,6 +192,8 @@ def test_torchrun_leaving_after_its_workers_ended_is_the_end_and_before_them_a_d
 
     c = TorchCluster()
     c.run(20, lambda c: (steps(c), torchrun(c)))
+    # the launcher's command line says what the launch runs, as a pasted "$ torchrun ..." or replay --engine does
+    assert c.fleet.launches[LAUNCH].engine == "torch"
     for lab in c.labels:
         c.proc(lab, state="exited")
     c.run(2, torchrun)
