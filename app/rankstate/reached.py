@@ -69,6 +69,14 @@ _LOADING = re.compile(
 )
 
 
+# a job saying it saves its state, the loader's mirror: "Saving model checkpoint to ..." (the HF Trainer),
+# "Saving the checkpoint" (torchtitan), "saving step 4 model ...", "Starting checkpoint save..." (torchtune),
+# "Submitted checkpoint save request" (an async save)
+_SAVING = re.compile(
+    r"\b[Ss]aving\b.{0,60}?\b(?:checkpoint|model|weights|state[ _]dict|optimizer)\b|\bcheckpoint save\b"
+)
+
+
 def phase_shown(ev: wire.Event) -> str | None:
     """The phase one line shows its launch reached, if it shows one."""
     k = ev.kind
@@ -95,6 +103,8 @@ def phase_shown(ev: wire.Event) -> str | None:
         text = ev.message[:400]
         if text[:1] in "Ll" and _LOADING.match(text):
             return "loading_weights"
+        if _SAVING.search(text):
+            return "checkpoint"
         if _LOSS.search(text) and _STEP.search(text):
             return "training"
     return None
