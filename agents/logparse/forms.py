@@ -97,9 +97,11 @@ class Forms(Dating):
         self, m: re.Match[str], s: str, now: float | None, extra: Fields | None, bare: bool = False
     ) -> Event:
         g = m.groups()
-        if bare:  # W1201 07:40:06.132000 28272 file.py:874]: no [rankN]:, always a time and a pid
+        if bare:  # W1201 07:40:06.132000 28272 file.py:874]: no [rankN]:, always a time, mostly a pid
             g = (None, *g[:6])
-            if (pid := int(m.group(7))) <= PID_MAX:  # (absl's and old torch's logging print a thread ident)
+            if (
+                m.group(7) and (pid := int(m.group(7))) <= PID_MAX
+            ):  # (absl's and old torch's logging print a thread ident)
                 extra = {**(extra or {}), "pid": pid}
         ts = None
         if g[2]:

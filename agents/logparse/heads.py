@@ -33,9 +33,10 @@ GLOG = re.compile(
 )
 # torchrun / torch.distributed python logging: W1201 07:40:06.132000 28272 torch/distributed/run.py:874] msg
 # (the number is a process id or, from absl's and older torch's logging, a thread ident: up to 20 digits)
-# (glog 0.7 puts the year in front by default: "F20251111 12:28:58.504206 214989 collective_service.cpp:37]")
+# (glog 0.7 puts the year in front by default: "F20251111 12:28:58.504206 214989 collective_service.cpp:37]"; c10d's
+# own header, its bracket lost in a paste, has no pid and an unpadded month: "W715 09:24:02.297720466 TCPStore.cpp:330]")
 GLOG_BARE = re.compile(
-    r"([IWEF])(\d{8}|\d{4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? {1,4}(\d{1,20}) ([\w./+-]{1,200}:\d{1,7})\] ?"
+    r"([IWEF])(\d{8}|\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(?: {1,4}(\d{1,20}))? {1,4}([\w./+-]{1,200}:\d{1,7})\] ?"
 )
 # 2025-12-04 20:35:53 INFO 151972 [scheduler_metrics_mixin.py:287] msg (a fork's, with its rank tags in the
 # bracket: "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]")  /  2025-03-03 18:46:45,039 - INFO - msg

@@ -287,7 +287,7 @@ class LogParser(Forms):
                 return self._message(
                     self._ts(ts, now), s[m.end() :], self.default_rank, heads.LEVELS[g[0]], extra
                 )
-            if c in "IWEF" and s[1:5].isdigit():
+            if c in "IWEF" and s[1:4].isdigit():
                 m = heads.GLOG_BARE.match(s)
                 if m:
                     return [self._glog(m, s, now, extra, bare=True)]

@@ -206,9 +206,12 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
 
 def _reported_phase(st: LaunchState, sigs: list[tuple[str | None, Signal]]) -> str | None:
     """Where the launch stood; where nothing showed (or only 'starting'), a store that timed out waiting for
-    ranks says it: the rendezvous and init_process_group are the store's waits (pytorch#79388)."""
+    ranks says it: the rendezvous and init_process_group are the store's waits (pytorch#79388). A client that
+    could not even connect to its store was forming a group whatever the launch did before: a trainer's
+    weight-sync group with a server that is up (trl#3736) is a process group's init too."""
     phase = launch_phase(st)
-    if phase in (None, "starting") and any(s.fields.get("backend") == "c10d_store" for _, s in sigs):
+    stores = [s for _, s in sigs if s.fields.get("backend") == "c10d_store"]
+    if stores and (phase in (None, "starting") or any(s.fields.get("op") == "connect" for s in stores)):
         return "dist_init"
     return phase
 
