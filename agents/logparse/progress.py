@@ -38,6 +38,9 @@ def _clock(text: str) -> float:
     return total
 
 
+_WARMUP = re.compile(r"warm[- ]?up", re.IGNORECASE)
+
+
 def parse_bar(s: str) -> Bar | None:
     m = _BAR.match(s)
     if not m:
@@ -54,6 +57,11 @@ def parse_bar(s: str) -> Bar | None:
             fields["avail_mem_gb"] = float(avail.group(1))
     elif "checkpoint shards" in desc or "loading shards" in desc.lower():
         kind = "shard_progress"
+    elif _WARMUP.search(
+        desc
+    ):  # a bar that counts the warm-up's steps (SGLang's "DeepGEMM warmup", JIT kernels)
+        kind = "warmup_progress"
+        fields["desc"] = desc[:128]
     else:
         kind = "progress"
         fields["desc"] = desc[:128]

@@ -89,7 +89,9 @@ def crashed(st: LaunchState, now: float) -> Finding | None:
         ev.append(evidence(now, None, "peers still alive", f"{len(live)}: they will hang waiting for it"))
     what = excerpt(sig.message, 160)
     phase = phase_before_crash(first)  # a rank that stalled and then died crashed where it stalled
-    if phase == "starting" and unseen_start(first):  # "starting" for want of a line: ask the log's state
+    if (phase == "starting" and unseen_start(first)) or (first.milestones == 0 and phase == "serving"):
+        # "starting" for want of a line, or "serving" guessed from its own traceback's loop: the rank showed no
+        # step of its own, so ask the log's state (a warm-up bar just before it: sglang#15598)
         phase = crash_phase(st, first_ts, tb) or phase
     elif phase in STARTUP_PHASES and (raised_in := raised_past(phase, tb)) is not None:
         phase = (

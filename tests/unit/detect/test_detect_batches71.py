@@ -39,3 +39,36 @@ def test_the_save_lines_of_the_training_stacks_show_the_checkpoint_and_other_sav
     )
     for line in others:
         assert phase_shown(raw(line)) is None, line
+
+
+def test_a_c10d_header_that_lost_its_bracket_and_pid_is_read_and_its_store_timeout_is_a_group_forming(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/huggingface/trl/issues/3736: after the server's 'POST /init_communicator/ 200', the
+    # trainer's "W715 09:24:02.297720466 TCPStore.cpp:330] [c10d] TCP client failed to connect/validate to host
+    # 0.0.0.0:51216 - retrying (try=0, timeout=300000ms, ...)": c10d's header, its '[' gone, no pid
+    from agents.logparse import LogParser
+
+    line = lines_of("pytorch-trl-3736")[5]
+    (ev,) = LogParser(base_date=None).feed(line + "\n")
+    assert (ev.kind, ev.fields.get("backend"), ev.fields.get("op")) == (
+        "collective_timeout",
+        "c10d_store",
+        "connect",
+    )
+    # the server was up and answering, yet a store connect that timed out is a process group's init
+    (inc,) = run_log(tmp_path, lines_of("pytorch-trl-3736"), 2025, engine="torch").incidents  # type: ignore[arg-type]
+    assert inc.kind in ("suspected_deadlock", "nccl_timeout") and inc.phase == "dist_init", inc
+
+
+def test_a_scheduler_dying_under_a_warm_up_bar_crashed_in_warmup_though_its_frames_are_the_serving_loop(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/sgl-project/sglang/issues/15598: "DeepGEMM warmup:   2%|...| 11/512 [01:09<57:05,
+    # 6.84s/it][2025-12-22 11:36:30 TP1 EP1] Scheduler hit an exception: Traceback ..." through event_loop_overlap
+    from agents.logparse import LogParser
+
+    first = LogParser(base_date=None).feed(lines_of("sglang-sglang-15598")[0] + "\n")[0]
+    assert (first.kind, first.fields.get("done"), first.fields.get("total")) == ("warmup_progress", 11, 512)
+    incidents = run_log(tmp_path, lines_of("sglang-sglang-15598"), 2025, engine="sglang").incidents  # type: ignore[arg-type]
+    assert [(i.kind, i.culprit, i.phase) for i in incidents] == [("rank_crashed", "TP1 EP1", "warmup")]
