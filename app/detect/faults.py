@@ -22,6 +22,7 @@ from app.rankstate import (
 )
 from app.rankstate.codephase import phase_from_traceback
 from app.rankstate.infer import global_label, unseen_start
+from app.rankstate.reached import SAME_INSTANT_S
 
 CRASH_SIGNALS = frozenset(
     {
@@ -164,6 +165,15 @@ def _deaths(r: RankState) -> list[Signal]:
     return [s for s in r.signals if s.kind in CRASH_SIGNALS]
 
 
+def _only_rank_then(st: LaunchState, ts: float) -> str | None:
+    """The rank a report that names none is about, where the log shows one rank alone and shows it in the same
+    instant (a driver relaying a worker's death, the worker's own CANN line naming its RankID: verl#332)."""
+    if len(st.ranks) != 1:
+        return None
+    (r,) = st.ranks.values()
+    return r.label if abs(r.last_seen - ts) <= SAME_INSTANT_S else None
+
+
 def _unattributed_crash(st: LaunchState) -> Finding | None:
     """A supervisor's report that a worker died, naming none we know (Ray's OOM kill, vLLM's 'Got fatal
     signal from worker processes', 'EngineCore failed to start' with no worker line): a crash, no culprit."""
@@ -185,13 +195,19 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
     ev = [evidence(s.ts, None, s.kind.replace("_", " "), s.message[:400]) for s in sigs[:8]]
     tb = nearby_tracebacks(st, sig.ts)
     ev += traceback_row(tb, None)
+    named = _only_rank_then(st, sig.ts)
     return Finding(
         key=f"crash:{st.key}",
         kind="rank_crashed",
         launch=st.key,
-        summary=f"A worker crashed: {excerpt(sig.message, 160)} (the line names no rank).",
-        culprit=None,
-        ranks=[],
+        summary=f"A worker crashed: {excerpt(sig.message, 160)} "
+        + (
+            f"(the line names no rank; {named} is the only rank the log shows, in the same instant)."
+            if named
+            else "(the line names no rank)."
+        ),
+        culprit=named,
+        ranks=[named] if named else [],
         evidence=ev,
         confidence="confirmed",
         since=sig.ts,

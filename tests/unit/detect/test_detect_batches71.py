@@ -72,3 +72,16 @@ def test_a_scheduler_dying_under_a_warm_up_bar_crashed_in_warmup_though_its_fram
     assert (first.kind, first.fields.get("done"), first.fields.get("total")) == ("warmup_progress", 11, 512)
     incidents = run_log(tmp_path, lines_of("sglang-sglang-15598"), 2025, engine="sglang").incidents  # type: ignore[arg-type]
     assert [(i.kind, i.culprit, i.phase) for i in incidents] == [("rank_crashed", "TP1 EP1", "warmup")]
+
+
+def test_a_death_no_line_ranks_is_the_only_rank_the_log_shows_in_that_instant(tmp_path: Path) -> None:
+    # https://github.com/volcengine/verl/pull/332: "(TaskRunner pid=467613) RuntimeError: ... HCCL function error:
+    # hcclCommInitRootInfoConfig(...), error code is 7", then "[ERROR] 2025-04-24-16:14:56 (PID:468348, Device:0,
+    # RankID:2) ERR02200 DIST call hccl api failed." in the same second
+    lines = lines_of("pytorch-verl-332")
+    (inc,) = run_log(tmp_path, lines, 2025, engine="torch").incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.culprit, inc.phase) == ("rank_crashed", "rank2", "dist_init")
+    assert "rank2 is the only rank the log shows" in inc.summary
+    # without the CANN line nothing names a rank, and nothing is guessed
+    (alone,) = run_log(tmp_path, [x for x in lines if "RankID" not in x], 2025, engine="torch").incidents  # type: ignore[arg-type]
+    assert alone.culprit is None
