@@ -338,9 +338,8 @@ class LogParser(Forms):
         msg, level, extra = envelope.inner_fields(msg, level, extra)  # "[INFO] [launch.py:428:f] ..."
         hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
         hit = hit or npu_message(msg) or nccl_error(msg) or fatal_exception_line(msg) or process_death(msg)
-        if hit is None and extra and str(extra.get("logger", "")).startswith("torch.distributed.elastic"):
-            # old torchrun: Python logging's "ERROR:torch.distributed..."
-            hit = torchrun.launcher_message(msg)
+        # torchrun's own words behind any envelope (Python logging's "ERROR:torch.distributed...", a cut header)
+        hit = hit or torchrun.launcher_message(msg)
         if hit is None and is_config_dump(msg):
             hit = ("engine_config", "info", config_fields(msg))
         if hit is None and msg.startswith(TORCH_STARTS):

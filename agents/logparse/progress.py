@@ -9,7 +9,9 @@ from .values import Fields
 
 # Bounded repeats everywhere: a bar is short, and a 100k-character line must not make this quadratic.
 _BAR = re.compile(
-    r"(?:(?P<desc>[^\r|]{0,300}?):)?\s{0,40}(?P<pct>\d{1,3})%(?:\|[^|]{0,400}\||\s{0,20}Completed\s{0,20}\|)"
+    r"(?:(?P<desc>[^\r|]{0,300}?):)?\s{0,40}(?P<pct>\d{1,3})%"
+    # the bar itself, vLLM's "Completed |", or none where tqdm had no room for it ("57% 4/7 [00:40<00:29, ...]")
+    r"(?:\|[^|]{0,400}\||\s{0,20}Completed\s{0,20}\||\s{1,4}(?=\d{1,9}/\d{1,9}\s{0,4}\[\d))"
     r"\s{0,40}(?P<done>\d{1,9})/(?P<total>\d{1,9})"
     # (the bracket may be cut where another process's line was written into the bar: "158.06s/i[rank0]:[E ...")
     r"(?:\s{0,4}\[(?P<el>\d{1,4}(?::\d\d){1,2})(?:<[\d:?]{0,12})?[^\]\[]{0,80}(?:\]|(?=\[)))?"
@@ -27,8 +29,11 @@ class Bar:
     rest: str  # a log line glued after the bar (no newline in between)
 
 
+_BARLESS = re.compile(r"\d%\s{1,4}\d{1,9}/\d{1,9}\s{0,4}\[\d")
+
+
 def looks_like_bar(s: str) -> bool:
-    return "%|" in s or "% Completed" in s
+    return "%|" in s or "% Completed" in s or ("% " in s and _BARLESS.search(s, 0, 600) is not None)
 
 
 def _clock(text: str) -> float:

@@ -85,3 +85,16 @@ def test_a_death_no_line_ranks_is_the_only_rank_the_log_shows_in_that_instant(tm
     # without the CANN line nothing names a rank, and nothing is guessed
     (alone,) = run_log(tmp_path, [x for x in lines if "RankID" not in x], 2025, engine="torch").incidents  # type: ignore[arg-type]
     assert alone.culprit is None
+
+
+def test_torchruns_failure_line_is_read_behind_a_barless_bar_and_behind_a_header_cut_at_the_front(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/zai-org/ChatGLM2-6B/issues/520: "Loading checkpoint shards:  57% 4/7 [00:40<00:29,
+    # 9.96s/it]ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 ..."
+    (inc,) = run_log(tmp_path, lines_of("pytorch-chatglm2-520"), 2023, engine="torch").incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.culprit, inc.phase) == ("rank_crashed", "rank0", "loading_weights")
+    # https://github.com/OpenBMB/MiniCPM-V/issues/770: "torch/distributed/elastic/multiprocessing/api.py:826]
+    # failed (exitcode: -9) local_rank: 0 (pid: 1322) of binary: ..."
+    (cut,) = run_log(tmp_path, lines_of("pytorch-minicpmv-770"), 2024, engine="torch").incidents  # type: ignore[arg-type]
+    assert (cut.kind, cut.culprit) == ("rank_crashed", "rank0")

@@ -222,3 +222,21 @@ def test_a_worker_wrapper_without_a_rank_takes_the_rank_its_dist_init_line_names
         (958, "rank1") in by_pid and (820, None) in by_pid and (958, None) not in by_pid
     )  # the naming line itself
     check(events[0], "dist_init_begin", "rank1", "2026-08-09 20:55:03", global_rank=1, world_size=2)
+
+
+def test_a_tqdm_bar_with_no_room_for_its_bar_is_still_a_bar_and_the_line_glued_after_it_is_read() -> None:
+    # https://github.com/zai-org/ChatGLM2-6B/issues/520 (tqdm prints no bar where its width is unknown)
+    from agents.logparse import LogParser
+
+    line = (
+        "Loading checkpoint shards:  57% 4/7 [00:40<00:29,  9.96s/it]ERROR:torch.distributed.elastic."
+        "multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 31631) of binary: /usr/bin/python3\n"
+    )
+    parser = LogParser(base_date=None)
+    bar, died = parser.feed(line) + parser.flush()
+    assert (bar.kind, bar.fields["done"], bar.fields["total"]) == ("shard_progress", 4, 7)
+    assert (died.kind, died.fields["exit_code"], died.fields["local_rank"]) == ("child_crashed", -9, 0)
+    # a percentage in prose is no bar
+    other = LogParser(base_date=None)
+    evs = other.feed("INFO 11-18 18:07:21 worker.py:1] GPU usage at 57% 4/7 done\n") + other.flush()
+    assert evs and all(e.kind not in ("shard_progress", "progress") for e in evs)
