@@ -49,11 +49,13 @@ def frames_phase(tb: list[Signal]) -> str | None:
 
 
 # what an exception says it was doing, where neither its frames nor the log place it: creating a communicator
-# (HCCL's HcclCommInitRootInfo, NCCL's ncclCommInitRank, which vLLM and SGLang do in their distributed init)
-# or capturing CUDA graphs (SGLang's "Capture cuda graph failed", vLLM's "... during CUDA graph capture")
+# (HCCL's HcclCommInitRootInfo, NCCL's ncclCommInitRank, which vLLM and SGLang do in their distributed init),
+# capturing CUDA graphs (SGLang's "Capture cuda graph failed", vLLM's "... during CUDA graph capture") or sizing
+# the KV cache (vLLM's "No available memory for the cache blocks", "... tokens that can be stored in KV cache")
 _SAID_PHASES = (
     ("dist_init", ("commInitRootInfo", "ncclcomminitrank", "init_process_group")),
     ("cuda_graph_capture", ("cuda graph", "cudagraph", "graph capture")),
+    ("kv_alloc", ("cache blocks", "kv cache")),
 )
 # the runtime errors CUDA and HIP raise only while a stream captures a graph, whoever reports them (a watchdog's
 # "terminated with exception: CUDA error: operation not permitted on an event last recorded in a capturing

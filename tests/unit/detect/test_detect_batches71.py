@@ -98,3 +98,10 @@ def test_torchruns_failure_line_is_read_behind_a_barless_bar_and_behind_a_header
     # failed (exitcode: -9) local_rank: 0 (pid: 1322) of binary: ..."
     (cut,) = run_log(tmp_path, lines_of("pytorch-minicpmv-770"), 2024, engine="torch").incidents  # type: ignore[arg-type]
     assert (cut.kind, cut.culprit) == ("rank_crashed", "rank0")
+
+
+def test_an_exception_that_says_the_kv_cache_had_no_room_places_the_death_in_kv_alloc(tmp_path: Path) -> None:
+    # https://github.com/vllm-project/vllm/issues/10439: "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] ValueError:
+    # No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ..."
+    (inc,) = run_log(tmp_path, lines_of("vllm-vllm-10439"), 2024, engine="vllm").incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.phase) == ("rank_crashed", "kv_alloc")
