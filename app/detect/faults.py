@@ -54,10 +54,16 @@ def _crash_signal(r: RankState, st: LaunchState | None = None) -> Signal | None:
     return None
 
 
+# deaths that are the runtime going down on its own failure: C++'s std::terminate (``terminate called after
+# throwing ...``) and an exception whose message is the device runtime's (torch_npu's "NPU error, error code is
+# 107020" after HCCL's task timeout, Ascend/pytorch#43)
+_ABORT_CAUSES = frozenset({"terminate", "runtime_error"})
+
+
 def _aborted_by_timeout(st: LaunchState, r: RankState, s: Signal) -> bool:
-    """C++'s std::terminate (``terminate called after throwing ...``) seconds after this rank's or the launch's
-    own timeout report: the watchdog's abort of a hung collective (its what() is the timeout)."""
-    if s.fields.get("cause") != "terminate":
+    """A runtime's abort (_ABORT_CAUSES) seconds after this rank's or the launch's own timeout report: the
+    watchdog's abort of a hung collective, or the wait that failed on it (its message is the timeout's)."""
+    if s.fields.get("cause") not in _ABORT_CAUSES:
         return False
     near = [x for x in r.signals if x.kind in TIMEOUT_REPORTS]
     near += [x for lab, x in st.signals if x.kind in TIMEOUT_REPORTS and lab in (None, r.label)]
@@ -186,7 +192,7 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
         if lab is None
         and s.kind in (wire.EventKind.CHILD_CRASHED, wire.EventKind.INIT_FAILED)
         and not (
-            s.fields.get("cause") == "terminate" and any(abs(s.ts - t) <= ABORT_AFTER_S for t in timeouts)
+            s.fields.get("cause") in _ABORT_CAUSES and any(abs(s.ts - t) <= ABORT_AFTER_S for t in timeouts)
         )
     ]
     if not sigs:

@@ -105,3 +105,16 @@ def test_an_exception_that_says_the_kv_cache_had_no_room_places_the_death_in_kv_
     # No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ..."
     (inc,) = run_log(tmp_path, lines_of("vllm-vllm-10439"), 2024, engine="vllm").incidents  # type: ignore[arg-type]
     assert (inc.kind, inc.phase) == ("rank_crashed", "kv_alloc")
+
+
+def test_a_device_runtimes_error_in_the_second_its_collective_timed_out_is_the_timeouts_consequence(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/Ascend/pytorch/issues/43: "RuntimeError: npuSynchronizeDevice:...
+    # NPU error, error code is 107020" from a dist.barrier(), then "EI9999: ... hccl fftsplus task timeout occurred
+    # during task execution, ... timeout:1836." in the same second
+    incidents = run_log(tmp_path, lines_of("pytorch-ascend-pytorch-43"), 2024, engine="torch").incidents  # type: ignore[arg-type]
+    assert incidents[0].kind in ("nccl_timeout", "suspected_deadlock"), incidents
+    # an NPU error with no timeout near it is the rank's own death
+    alone = [x for x in lines_of("pytorch-ascend-pytorch-43") if "timeout" not in x]
+    assert [i.kind for i in run_log(tmp_path, alone, 2024, engine="torch").incidents] == ["rank_crashed"]  # type: ignore[arg-type]
