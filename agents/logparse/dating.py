@@ -37,6 +37,8 @@ class Dating:
         self.head_rank = False
         self._cur = ""  # the line being parsed, wrappers removed
         self._tasks = False  # a launcher's task label ("0: ", srun --label) was seen in front of a line
+        self._hosts: set[str] = set()  # pdsh's node labels ("worker-1: ") seen in front of a header
+        self._host_heads: tuple[str, ...] = ()
 
     def _hold(self, events: list[Event], ts: float | None) -> list[Event]:
         """Lines before the log's first time (a py-spy dump, a traceback, a bar at the top of a pasted excerpt)
@@ -121,6 +123,7 @@ class Dating:
         without them, what they said (pid, process, host, ...) and the rank a vLLM worker's wrapper names."""
         extra: Fields | None = None
         rank: str | None = None
+        line = s
         for _ in range(4):
             if heads.wrapped(s):
                 w = heads.unwrap(s)
@@ -154,6 +157,15 @@ class Dating:
             # exception lines included, which unwrap() alone does not take for a header
             extra = {**extra, "task": int(m.group(1))} if extra else {"task": int(m.group(1))}
             s = s[m.end() :]
+        if extra and isinstance(host := extra.get("host"), str) and line.startswith(host + ": "):
+            if host not in self._hosts:
+                self._hosts.add(host)
+                self._host_heads = tuple(h + ": " for h in self._hosts)
+        elif self._hosts and (i := s.find(": ", 1, 130)) > 0 and s[:i] in self._hosts:
+            # as a task label: a node's label, once seen in front of a header, is in front of every line that
+            # node's processes write (a traceback's frames, an exception's line, CANN's error codes)
+            extra = {**extra, "host": s[:i]} if extra else {"host": s[:i]}
+            s = s[i + 2 :]
         return s, extra, rank
 
     def _structured(self, s: str) -> bool:

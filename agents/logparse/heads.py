@@ -116,11 +116,13 @@ RANK_PREFIX = re.compile(r"\[rank(\d{1,7})\]: ?")
 TASK = re.compile(r"(\d{1,5}): ")
 LEVEL_RECORD = re.compile(r"\[(?:ERROR|WARNING|WARN|INFO|DEBUG|EVENT)\] \d")
 PID_PREFIX = re.compile(r"\[(\d{1,10})\] ")
-# pdsh / clush: the node's name (one with a digit: gpu07, node-3, worker-1.cluster) and ': ' before the line,
-# when an engine's header follows
+# pdsh / clush / DeepSpeed's multi-node runner: the node's name (one with a digit: gpu07, node-3, worker-1.cluster)
+# and ': ' before the line, when an engine's header follows, or a Python traceback's frame or exception line
+# (once seen, the parser strips the same label from every line: dating.py)
 HOST_LABEL = re.compile(
     r"((?!rank\d)[a-z][\w-]{0,62}\d[\w.-]{0,120}): "
-    r"(?=[\[(]|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |[IWEF]\d{4} |\d{4}-\d\d-\d\d)"
+    r"(?=[\[(]|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |[IWEF]\d{4} |\d{4}-\d\d-\d\d"
+    r"|\s{0,8}File \"|Traceback \(|[A-Za-z_][\w.]{0,80}(?:Error|Exception): )"
 )
 STREAM = re.compile(r"([\w.-]{1,253}) \[(?:stdout|stderr)\] ")
 POD = re.compile(r"\[(pod/[^\]\s]{1,300})\] ")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from agents import wire
 from app.detect.config import DetectConfig
 from app.detect.crashplace import crash_phase, nearby_tracebacks, raised_past, traceback_row
-from app.detect.findings import Finding, evidence, excerpt
+from app.detect.findings import ABORT_AFTER_S, Finding, evidence, excerpt, waited_out
 from app.detect.teardown import torn_down
 from app.detect.uncaught import uncaught
 from app.rankstate import (
@@ -38,8 +38,6 @@ CRASH_SIGNALS = frozenset(
 
 # the engine's own timeout reports (PyTorch's watchdog, gloo's and c10d's timeouts, HCCL's): a C++ abort right
 # after one is that watchdog "taking the entire process down", the timeout's consequence, not a crash of its own
-TIMEOUT_REPORTS = frozenset({"nccl_timeout", "collective_timeout", "nccl_heartbeat", "watchdog_timeout"})
-ABORT_AFTER_S = 5.0
 
 
 def _crash_signal(r: RankState, st: LaunchState | None = None) -> Signal | None:
@@ -65,8 +63,8 @@ def _aborted_by_timeout(st: LaunchState, r: RankState, s: Signal) -> bool:
     watchdog's abort of a hung collective, or the wait that failed on it (its message is the timeout's)."""
     if s.fields.get("cause") not in _ABORT_CAUSES:
         return False
-    near = [x for x in r.signals if x.kind in TIMEOUT_REPORTS]
-    near += [x for lab, x in st.signals if x.kind in TIMEOUT_REPORTS and lab in (None, r.label)]
+    near = [x for x in r.signals if waited_out(x.kind, x.fields)]
+    near += [x for lab, x in st.signals if waited_out(x.kind, x.fields) and lab in (None, r.label)]
     return any(-ABORT_AFTER_S <= s.ts - x.ts <= ABORT_AFTER_S for x in near)
 
 
@@ -184,8 +182,7 @@ def _unattributed_crash(st: LaunchState) -> Finding | None:
     """A supervisor's report that a worker died, naming none we know (Ray's OOM kill, vLLM's 'Got fatal
     signal from worker processes', 'EngineCore failed to start' with no worker line): a crash, no culprit."""
     # (any rank's report, or the launch's: the abort's line names no rank, the watchdog's may, accelerate#3861)
-    timeouts = [x.ts for _, x in st.signals if x.kind in TIMEOUT_REPORTS]
-    timeouts += [x.ts for r in st.ranks.values() for x in r.signals if x.kind in TIMEOUT_REPORTS]
+    timeouts = [x.ts for x in st.all_signals() if waited_out(x.kind, x.fields)]
     sigs = [
         s
         for lab, s in st.signals

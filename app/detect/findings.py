@@ -17,6 +17,19 @@ HANG_KINDS: frozenset[IncidentKind] = frozenset(
 # and what a log case's "hang" verdict accepts.
 STOPPED_KINDS: frozenset[IncidentKind] = HANG_KINDS | {"rank_divergence"}
 
+# an engine's own report that a collective or its watchdog timed out (signal kinds), and how soon after one a
+# process's abort or its wait's exception is that timeout's consequence rather than a death of its own
+TIMEOUT_REPORTS = frozenset({"nccl_timeout", "collective_timeout", "nccl_heartbeat", "watchdog_timeout"})
+ABORT_AFTER_S = 5.0
+
+
+def waited_out(kind: str, fields: dict[str, Any]) -> bool:
+    """A timeout report of a wait that ran out (a collective, its watchdog, a store), not a connection's set-up
+    that failed (HCCL's 'Transport init error', op connect): an abort after the one is the timeout's consequence,
+    after the other the start-up's failure (vllm-ascend#3162)."""
+    return kind in TIMEOUT_REPORTS and not (fields.get("op") == "connect" and fields.get("backend") == "hccl")
+
+
 Evidence = dict[str, Any]
 
 

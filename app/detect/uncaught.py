@@ -14,7 +14,9 @@ exception goes on printing what it does. What is not a death:
 - a warning raised as an exception type (``...Warning``);
 - an exception that ended a thread, not the process (its outermost frame is the thread's ``run``): whatever
   waited on that thread is stalled, which the stall rules read (TensorRT-LLM#3321's result thread);
-- what the log shows after somebody stopped the launch (a launcher's stop, the terminal's ``^C``).
+- what the log shows after somebody stopped the launch (a launcher's stop, the terminal's ``^C``);
+- an exception raised in the seconds the engine reported a collective's timeout: the wait that failed on it
+  (Ascend/pytorch#43's barrier beside HCCL's task timeout), the timeout's consequence, not a death of its own.
 
 With the agent watching the processes none of this is needed: the process's exit says it (app/detect/faults.py),
 so the rule holds only where no process or device was ever seen. Pure: launch state in, the signal out.
@@ -26,7 +28,7 @@ import re
 
 from agents import wire
 from app.detect.crashplace import crash_phase, nearby_tracebacks, traceback_row
-from app.detect.findings import Finding, excerpt
+from app.detect.findings import ABORT_AFTER_S, Finding, excerpt, waited_out
 from app.rankstate import LaunchState, Signal
 from app.rankstate.reached import SAME_INSTANT_S, seen_only_in_logs
 
@@ -64,6 +66,8 @@ def ended_in_exception(st: LaunchState) -> tuple[str | None, Signal] | None:
         return None
     stopped = min((s.ts for _, s in st.signals if s.kind == wire.EventKind.LAUNCHER_STOPPING), default=None)
     since = {t for t in st.raised_since_shown if stopped is None or t < stopped}
+    timeouts = [x.ts for x in st.all_signals() if waited_out(x.kind, x.fields)]
+    since -= {t for t in since if any(abs(t - x) <= ABORT_AFTER_S for x in timeouts)}
     found = [(s.ts, lab, s) for lab, s in st.signals if s.ts in since and raised(s)]
     found += [(s.ts, r.label, s) for r in st.ranks.values() for s in r.signals if s.ts in since and raised(s)]
     return min(found, key=lambda x: x[0])[1:] if found else None

@@ -176,8 +176,12 @@ def test_a_traceback_ends_where_an_npu_record_starts_and_is_dated_by_it(tmp_path
     assert [e.kind for e in evs] == ["traceback", "child_crashed", "raw", "collective_timeout"]
     assert evs[0].fields["exc_type"] == "RuntimeError" and evs[1].fields["result"] == 507048
     assert {e.ts for e in evs} == {utc("2025-06-25T10:45:23")}  # the undated raise takes its neighbour's time
+    # the raise is the synchronize that waited out HCCL's internal task (CANN's summary, the same second): the
+    # collective's timeout, as a watchdog's abort is (below), which the thread's kinds accept beside the death
     run = run_log(tmp_path, lines, 2025)
-    assert [i.kind for i in run.incidents] == ["rank_crashed"]  # the raise took the rank down
+    assert [i.kind for i in run.incidents] == ["nccl_timeout"]
+    # the same raise with no timeout beside it took the rank down
+    assert [i.kind for i in run_log(tmp_path, lines[:4], 2025).incidents] == ["rank_crashed"]
 
 
 def test_an_hccl_watchdog_in_a_terminate_block_stops_the_launch(tmp_path: Path) -> None:

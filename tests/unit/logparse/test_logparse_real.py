@@ -240,3 +240,20 @@ def test_a_tqdm_bar_with_no_room_for_its_bar_is_still_a_bar_and_the_line_glued_a
     other = LogParser(base_date=None)
     evs = other.feed("INFO 11-18 18:07:21 worker.py:1] GPU usage at 57% 4/7 done\n") + other.flush()
     assert evs and all(e.kind not in ("shard_progress", "progress") for e in evs)
+
+
+def test_a_nodes_label_in_front_of_a_traceback_is_peeled_from_every_line_the_node_writes() -> None:
+    # https://github.com/Ascend/pytorch/issues/43: a multi-node runner's "worker-1: " before each line, the frames
+    # of a barrier's traceback first, then "worker-1: RuntimeError: npuSynchronizeDevice:... error code is 107020"
+    from agents.logparse import LogParser
+
+    parser = LogParser(base_date=None)
+    lines = (CORPUS / "pytorch-ascend-pytorch-43.log").read_text(encoding="utf-8").splitlines()[:12]
+    events = [e for line in lines for e in parser.feed(line + "\n")] + parser.flush()
+    (tb,) = [e for e in events if e.kind == "traceback"]
+    assert tb.fields["exc_type"] == "RuntimeError" and "107020" in str(tb.fields["exc_message"])
+    assert "worker-1:" not in tb.message and 'File "loader.py", line 163, in get_dataset' in tb.message
+    # a word and a colon in prose is no node's label
+    other = LogParser(base_date=None)
+    (prose,) = other.feed("step1: File saved to /tmp/x\n") + other.flush()
+    assert prose.message.startswith("step1: ")
