@@ -118,6 +118,10 @@ def note_reached(st: LaunchState, ev: wire.Event) -> None:
     if ev.kind == _TRACEBACK and len(st.raised_since_shown) < REACHED_KEEP:
         st.raised_since_shown.append(ev.ts)
     phase = phase_shown(ev)
+    if phase is None and ev.kind == _PROGRESS and not ev.fields.get("desc") and st.reached:
+        # a bar with no words after the job's step lines is its trainer's own (the HF Trainer's has none): the
+        # steps it counts show training again (LLaMA-Factory#6806's "1/286" after its first loss line)
+        phase = "training" if st.reached[-1][1] == "training" else None
     if phase is None:
         return
     st.raised_since_shown.clear()

@@ -118,3 +118,16 @@ def test_a_device_runtimes_error_in_the_second_its_collective_timed_out_is_the_t
     # an NPU error with no timeout near it is the rank's own death
     alone = [x for x in lines_of("pytorch-ascend-pytorch-43") if "timeout" not in x]
     assert [i.kind for i in run_log(tmp_path, alone, 2024, engine="torch").incidents] == ["rank_crashed"]  # type: ignore[arg-type]
+
+
+def test_a_bare_bar_after_a_jobs_first_loss_line_is_its_trainers_and_the_silence_after_it_a_stall(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/hiyouga/LlamaFactory/issues/6806: "{'loss': 0.4199, ..., 'epoch': 0.01}" then the HF
+    # Trainer's bar "  0%|▏   | 1/286 [00:01<06:26,  1.36s/it]" and nothing more ('卡着不动', stuck, not moving)
+    lines = lines_of("pytorch-llamafactory-6806")
+    (inc,) = run_log(tmp_path, lines, 2025, engine="torch", stalled_for_s=300).incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.phase) == ("suspected_deadlock", "training"), inc
+    # the loss line alone is one step, no pace: nothing is claimed
+    alone = [x for x in lines if "1/286" not in x]
+    assert run_log(tmp_path, alone, 2025, engine="torch", stalled_for_s=300).incidents == []  # type: ignore[arg-type]
