@@ -19,6 +19,7 @@ Pure: lines in, (kind, severity, fields) out. The header is the bare glog one (`
 from __future__ import annotations
 
 import re
+import signal
 
 from .values import Fields
 
@@ -44,6 +45,19 @@ _KEEP_ALIVE = re.compile(
 )
 
 
+# "Received Signals.SIGTERM death signal" / "Received SIGINT death signal" / "Received 1 death signal" (its number)
+_DEATH_SIGNAL = re.compile(r"Received (?:Signals\.)?(SIG\w{2,8}|\d{1,2}) death signal")
+
+
+def _signal_name(said: str) -> str:
+    if not said.isdigit():
+        return said
+    try:
+        return signal.Signals(int(said)).name
+    except ValueError:
+        return said
+
+
 def launcher_message(msg: str) -> Match | None:
     """A line of torchrun's elastic agent, or None."""
     if "keep-alive heartbeat" in msg:
@@ -60,8 +74,13 @@ def launcher_message(msg: str) -> Match | None:
         if m:
             return "closing_signal", "info", {"pid": int(m.group(1)), "signal": m.group(2)}
     if "death signal, shutting down workers" in msg:
-        m = re.search(r"Received (?:Signals\.)?(SIG\w+) death signal", msg)
-        return "launcher_stopping", "warning", {"signal": m.group(1) if m else "?"}
+        m = _DEATH_SIGNAL.search(msg)
+        name = _signal_name(m.group(1)) if m else "?"
+        if name == "SIGHUP":
+            # the terminal or session that owned the launcher went away (an ssh that dropped, a job left without
+            # nohup): nobody asked the job to stop, and its workers go down with it (LLaMA-Factory#9695, 7 h in)
+            return "child_crashed", "critical", {"cause": "hangup", "signal": name, "launcher": "torchrun"}
+        return "launcher_stopping", "warning", {"signal": name}
     if "failed (exitcode" in msg:
         m = _FAILED.search(msg)
         if m:

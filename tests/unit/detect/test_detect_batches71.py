@@ -131,3 +131,16 @@ def test_a_bare_bar_after_a_jobs_first_loss_line_is_its_trainers_and_the_silence
     # the loss line alone is one step, no pace: nothing is claimed
     alone = [x for x in lines if "1/286" not in x]
     assert run_log(tmp_path, alone, 2025, engine="torch", stalled_for_s=300).incidents == []  # type: ignore[arg-type]
+
+
+def test_torchrun_losing_its_terminal_is_the_jobs_death_and_a_stop_it_was_asked_for_is_not(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/hiyouga/LlamaFactory/issues/9695: seven hours of steps, then "W1229 16:43:25.650000 190834
+    # .../torch/distributed/elastic/agent/server/api.py:723] Received 1 death signal, shutting down workers"
+    lines = lines_of("pytorch-llamafactory-9695")
+    (inc,) = run_log(tmp_path, lines, 2025, engine="torch").incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.phase) == ("rank_crashed", "training")
+    # the same line with SIGTERM's number (15) is somebody stopping the job: nothing to report
+    asked = [x.replace("Received 1 death signal", "Received 15 death signal") for x in lines]
+    assert run_log(tmp_path, asked, 2025, engine="torch").incidents == []  # type: ignore[arg-type]
