@@ -46,6 +46,8 @@ _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "async_loop",
             "loop_for_forward",
             "forward_decode_batch",
+            # SGLang's workers' per-batch forward (TpModelWorker's, the EAGLE workers'), called by run_batch only
+            "forward_batch_generation",
             # a weight update is an RL trainer calling a server that is up: SGLang and vLLM take it only then
             "weights_update",
             "update_weights",

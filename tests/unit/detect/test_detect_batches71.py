@@ -144,3 +144,10 @@ def test_torchrun_losing_its_terminal_is_the_jobs_death_and_a_stop_it_was_asked_
     # the same line with SIGTERM's number (15) is somebody stopping the job: nothing to report
     asked = [x.replace("Received 1 death signal", "Received 15 death signal") for x in lines]
     assert run_log(tmp_path, asked, 2025, engine="torch").incidents == []  # type: ignore[arg-type]
+
+
+def test_a_death_in_sglangs_per_batch_forward_is_in_serving(tmp_path: Path) -> None:
+    # https://github.com/sgl-project/sglang/issues/25512: "Fatal Python error: Segmentation fault", then "[TP0]
+    # Scheduler hit an exception: Traceback ..." through eagle_worker_v2.py's forward_batch_generation
+    (inc,) = run_log(tmp_path, lines_of("sglang-sglang-25512"), 2026, engine="sglang").incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
