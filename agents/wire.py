@@ -210,6 +210,9 @@ class EventKind(StrEnum):
     RENDEZVOUS_LOST = "rendezvous_lost"
     # vLLM on Ray: the engine waits for a placement group (GPUs) the cluster does not give it
     PLACEMENT_WAIT = "placement_wait"
+    # Ray's autoscaler: no node type of the cluster can ever give what a task or actor asked for ("No available
+    # node types can fulfill resource request"): the request is infeasible, and Ray waits for it forever
+    UNSCHEDULABLE = "unschedulable"
     # a server's front end waiting for its engine processes to come up (vLLM's API server: "Waiting for 1 local,
     # 0 remote core engine proc(s) to start"): the launch is starting, and the line is no rank's
     ENGINE_WAIT = "engine_wait"

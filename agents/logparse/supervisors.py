@@ -39,6 +39,10 @@ _SHARD_WAIT = re.compile(r"Waiting for shard (\d{1,5}) to be ready")
 def supervisor_message(msg: str) -> Match | None:
     if "schedul" in msg[:400] or "fulfill resource" in msg[:400]:
         m = _RAY_UNSCHEDULED.search(msg, 0, 400)
+        if m and m.group(0).startswith("No available node types"):
+            # infeasible, not pending: no node type the cluster has or could add fits it (a placement group
+            # pinned to a node IP Ray does not know, vllm#7815; eight GPUs asked of nodes that have fewer)
+            return "unschedulable", "error", {"engine": "ray"}
         if m:
             wait: Fields = {"engine": "ray"}
             if m.group(1):

@@ -18,7 +18,7 @@ from app.rankstate.reached import SAME_INSTANT_S
 # torchelastic's agent failing its rendezvous keep-alive (every 5 s) cannot reach the store another node's
 # agent hosts: that node is gone and this node's workers wait on it. One failure may be a network blip; a
 # repeat with nothing moving since is the job hung (pytorch#76287 logged it for 8 hours).
-ENGINE_STALL_SIGNALS = frozenset({"engine_timeout", "shm_broadcast_wait", "rendezvous_lost"})
+ENGINE_STALL_SIGNALS = frozenset({"engine_timeout", "shm_broadcast_wait", "rendezvous_lost", "unschedulable"})
 SHM_REPEAT_S = 150.0
 REPEATED = frozenset({"shm_broadcast_wait", "rendezvous_lost"})
 
@@ -184,6 +184,8 @@ def confirm(st: LaunchState, base: Finding | None, now: float) -> Finding | None
         what = "PyTorch's collective timeout"
     elif sigs[0][1].kind == EventKind.RENDEZVOUS_LOST:
         what = "torchelastic's rendezvous keep-alive failure"
+    elif sigs[0][1].kind == EventKind.UNSCHEDULABLE:
+        what = "Ray's autoscaler (no node type can fulfil the resource request: it waits forever)"
     who = (
         f"; {culprit} is the suspect: {reason}"
         if culprit and reason

@@ -44,6 +44,7 @@ SCHEDULER_KINDS = MILESTONES | {
     "watchdog_timeout",
     "watchdog_debug",
     "placement_wait",  # vLLM's engine (its driver worker is rank 0) waiting for Ray's GPUs
+    "unschedulable",
 }
 SINGLE_RANK = ranklabel.SOLE
 SERVING_COLLECTIVES = 1000

@@ -334,6 +334,7 @@ _CONFIRMED = frozenset(
         "closing_signal",
         "shm_broadcast_wait",
         "engine_timeout",
+        "unschedulable",
         "collective_mismatch",
     }
 )

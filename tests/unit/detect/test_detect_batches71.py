@@ -151,3 +151,17 @@ def test_a_death_in_sglangs_per_batch_forward_is_in_serving(tmp_path: Path) -> N
     # Scheduler hit an exception: Traceback ..." through eagle_worker_v2.py's forward_batch_generation
     (inc,) = run_log(tmp_path, lines_of("sglang-sglang-25512"), 2026, engine="sglang").incidents  # type: ignore[arg-type]
     assert (inc.kind, inc.phase) == ("rank_crashed", "serving")
+
+
+def test_ray_saying_no_node_type_can_fulfil_a_request_is_a_start_up_hang_at_once(tmp_path: Path) -> None:
+    # https://github.com/SkyworkAI/Skywork-OR1/issues/34: "(autoscaler +32s) Error: No available node types can
+    # fulfill resource request defaultdict(<class 'float'>, {'CPU': 8.0, 'GPU': 8.0}). Add suitable node types ..."
+    from agents.logparse import parse_lines
+
+    lines = lines_of("pytorch-skywork-or1-34")
+    assert "unschedulable" in {e.kind for e in parse_lines(lines, year=2025)}
+    (inc,) = run_log(tmp_path, lines, 2025, engine="torch").incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.phase) == ("suspected_deadlock", "starting") and "Ray's autoscaler" in inc.summary
+    # Ray's "cannot be scheduled right now" is a wait that may still be met: no incident from it alone
+    pending = [x.replace("No available node types can fulfill resource request", "The following resource request cannot be scheduled right now") for x in lines]  # fmt: skip
+    assert run_log(tmp_path, pending, 2025, engine="torch").incidents == []  # type: ignore[arg-type]
