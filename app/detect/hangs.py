@@ -96,6 +96,9 @@ def _held(st: LaunchState, live: list[RankState]) -> Finding:
     )
 
 
+_JOB_PHASES = frozenset({"training", "checkpoint"})
+
+
 def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[str], bool]) -> Finding | None:
     """suspected_deadlock or stalled_serving for one launch, or None while it still moves."""
     live = [r for r in st.ranks.values() if r.phase not in TERMINAL_PHASES]
@@ -105,8 +108,8 @@ def stall(st: LaunchState, now: float, cfg: DetectConfig, host_down: Callable[[s
         return None  # no data is not the same as no progress: agent_silent covers it
     startup = [r for r in live if _phase(r) in STARTUP_PHASES]
     # a torch job has no server to be ready: its steps are judged as start-up is, by quiet and stacks (and so
-    # is a log that showed only training, standing in for ranks it never named)
-    if (startup and st.ready_at is None) or is_torch_job(st) or any(_phase(r) == "training" for r in live):
+    # is a log that showed only training or a save, standing in for ranks it never named)
+    if (startup and st.ready_at is None) or is_torch_job(st) or any(_phase(r) in _JOB_PHASES for r in live):
         return _startup_stall(st, live, now, cfg)
     return _serving_stall(st, live, now, cfg)
 

@@ -74,6 +74,7 @@ _LOADING = re.compile(
 # "Submitted checkpoint save request" (an async save)
 _SAVING = re.compile(
     r"\b[Ss]aving\b.{0,60}?\b(?:checkpoint|model|weights|state[ _]dict|optimizer)\b|\bcheckpoint save\b"
+    r"|\b[Cc]heckpoint\b.{0,60}?\b(?:to save|begin to save|being saved)\b"  # DeepSpeed's "Checkpoint X is begin to save!"
 )
 
 

@@ -90,9 +90,10 @@ def stand_ins(st: LaunchState) -> list[RankState]:
     return out
 
 
-# the phases in which the log's own lines are its only pace: a start-up step, or a job's training steps (a
-# script's step prints or its "Training" bar, accelerate#2375); a server's quiet is judged by its requests
-_LOG_STANDS_IN = STARTUP_PHASES | {"training"}
+# the phases in which the log's own lines are its only pace: a start-up step, a job's training steps (a
+# script's step prints or its "Training" bar, accelerate#2375), or the save it said it began (its own limit,
+# checkpoint_first_s, as a start-up step's); a server's quiet is judged by its requests
+_LOG_STANDS_IN = STARTUP_PHASES | {"training", "checkpoint"}
 
 
 def _the_log(st: LaunchState) -> list[RankState]:

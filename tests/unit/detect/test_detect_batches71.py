@@ -165,3 +165,13 @@ def test_ray_saying_no_node_type_can_fulfil_a_request_is_a_start_up_hang_at_once
     # Ray's "cannot be scheduled right now" is a wait that may still be met: no incident from it alone
     pending = [x.replace("No available node types can fulfill resource request", "The following resource request cannot be scheduled right now") for x in lines]  # fmt: skip
     assert run_log(tmp_path, pending, 2025, engine="torch").incidents == []  # type: ignore[arg-type]
+
+
+def test_a_save_a_job_said_it_began_and_never_ended_is_a_stall_in_its_checkpoint(tmp_path: Path) -> None:
+    # https://github.com/CarperAI/trlx/issues/187: "[2023-01-13 15:55:38,937] [INFO] [logging.py:68:log_dist]
+    # [Rank 0] [Torch] Checkpoint pytorch_model is begin to save!", then an hour of nothing
+    lines = lines_of("pytorch-trlx-187")
+    (inc,) = run_log(tmp_path, lines, 2023, engine="torch", stalled_for_s=3600).incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.phase) == ("suspected_deadlock", "checkpoint")
+    # a save is allowed checkpoint_first_s (300 s) before its silence is a stall
+    assert run_log(tmp_path, lines, 2023, engine="torch", stalled_for_s=240).incidents == []  # type: ignore[arg-type]
