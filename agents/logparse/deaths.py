@@ -54,9 +54,16 @@ _DEATH = re.compile(
 _CODE = re.compile(
     r"(?:exit ?code|exitcode|return ?code|returncode|exit status|\brc|\bwith code)\s{0,3}(?:=|:|is|of)?\s{0,3}(-?\d{1,4})"
     r"|signal\s{0,3}[:=]?\s{0,3}(\d{1,2}\b|SIG[A-Z]{2,6})"
-    r"|\b(SIG(?:KILL|SEGV|ABRT|BUS|FPE|ILL|TERM|INT|QUIT|HUP))\b",
+    r"|\b(SIG(?:KILL|SEGV|ABRT|BUS|FPE|ILL|TERM|INT|QUIT|HUP))\b"
+    # Go's os/exec: "signal: killed", "signal: segmentation fault" (Ollama's "llama runner process has terminated:
+    # signal: killed", ollama#9685)
+    r"|signal: (killed|segmentation fault|aborted|bus error|illegal instruction|floating point exception"
+    r"|terminated|interrupt|hangup|quit)\b",
     re.IGNORECASE,
 )
+_GO_SIGNALS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "bus error": "SIGBUS",
+               "illegal instruction": "SIGILL", "floating point exception": "SIGFPE", "terminated": "SIGTERM",
+               "interrupt": "SIGINT", "hangup": "SIGHUP", "quit": "SIGQUIT"}  # fmt: skip
 # which process the subject names: "process rank 6 with PID 0" (mpirun), "worker pid=4512", "Rank 3 died"
 # (TGI's shards are its tensor-parallel ranks: "Shard 0 failed to start")
 _NAMED_RANK = re.compile(r"\b(?:rank|shard)\s{0,2}[:=#]?\s{0,2}(\d{1,5})\b", re.IGNORECASE)
@@ -134,7 +141,7 @@ def _death(head: str, d: re.Match[str]) -> Match | None:
             fields["exit_code"] = n
             failed = True
         else:
-            sig = (code.group(2) or code.group(3)).upper()
+            sig = (code.group(2) or code.group(3) or _GO_SIGNALS[code.group(4).lower()]).upper()
             if sig in _STOP_SIGNALS:
                 return None
             fields["signal"] = sig

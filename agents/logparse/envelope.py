@@ -12,8 +12,10 @@ before the header is read, so that a new wrapper costs no new rule for every mes
   (vllm-omni#1029: ``  | [Stage-1] ERROR 01-29 19:03:10 [async_llm.py:546] ...``): the label is kept as the
   line's process.
 - A collector's JSON record (Ray Serve's structured logs, rayllm#143's ``{"levelname": "WARNING", "asctime":
-  "2024-03-24 03:17:59,398", ..., "message": "..."}``, a container runtime's ``{"log": ..., "time": ...}``): its
-  time, level and message make the line the record holds, read as any other.
+  "2024-03-24 03:17:59,398", ..., "message": "..."}``, a container runtime's ``{"log": ..., "time": ...}``) or a
+  logfmt one (Go's slog and logrus: Ollama's ``time=2025-03-12T12:14:22.015Z level=ERROR source=sched.go:456
+  msg="error loading llama server" error="llama runner process has terminated: signal: killed"``): its time,
+  level and message (and a logfmt record's other values, as clauses) make the line the record holds.
 - Two lines glued into one by a paste or by two processes writing at once (sglang#3836: a fault handler's
   module list ending ``PIL._imaging[rank5]:[E226 11:16:37 ...] ... Watchdog caught ...``): split where a
   PyTorch glog header starts, each piece read as the line it is.
@@ -181,3 +183,29 @@ def json_record(s: str) -> list[str] | None:
     if stamp is not None and level is not None and not _STAMP.match(lines[0]):
         lines[0] = f"{stamp} {level} {lines[0]}"  # (a record whose message has its own header keeps that)
     return lines
+
+
+# logfmt's pairs: key=value, the value bare or double-quoted with backslash escapes
+_PAIR = re.compile(r'([A-Za-z_][\w.-]{0,40})=("(?:[^"\\]|\\.){0,4000}"|\S{0,2000})')
+_LOGFMT_SKIP = frozenset({"time", "ts", "level", "lvl", "source", "caller", "msg", "message"})
+
+
+def logfmt_record(s: str) -> list[str] | None:
+    """The line a logfmt record holds (``time=... level=... msg="..." k=v ...``), as json_record's: its time and
+    level in front of its message, its other values after it as clauses (``; error: ...``); None when ``s`` is
+    not one."""
+    pairs = {k: (v[1:-1].replace('\\"', '"') if v.startswith('"') else v) for k, v in _PAIR.findall(s[:6000])}
+    stamp, level = (
+        pairs.get("time") or pairs.get("ts"),
+        (pairs.get("level") or pairs.get("lvl") or "").upper(),
+    )
+    msg = pairs.get("msg") or pairs.get("message")
+    if msg is None or stamp is None or not _STAMP.match(stamp) or level not in LEVELS:
+        return None
+    rest = "".join(f"; {k}: {v}" for k, v in pairs.items() if k not in _LOGFMT_SKIP and v)
+    return [f"{stamp} {level} {msg}{rest}"]
+
+
+def record(s: str) -> list[str] | None:
+    """A collector's structured record, JSON or logfmt, as the lines it holds."""
+    return json_record(s) if s[:1] == "{" else logfmt_record(s)

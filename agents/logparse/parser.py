@@ -104,7 +104,7 @@ class LogParser(Forms):
         joined and read again, and what the whole line says that its first piece did not is emitted then."""
         if envelope.glued(s) and (glued := envelope.unglue(s)) is not None:  # two lines pasted as one
             return self._line(glued[0], now) + self._line(glued[1], now)
-        if s[:2] == '{"' and (record := envelope.json_record(s)) is not None:  # a collector's JSON record
+        if (s[:2] == '{"' or s[:5] == "time=") and (record := envelope.record(s)) is not None:  # JSON, logfmt
             return [e for part in record for e in self._line(part, now)]
         w, self._wrap = self._wrap, None
         if w is not None and w.takes(s) and not self._structured(s):

@@ -257,3 +257,23 @@ def test_a_nodes_label_in_front_of_a_traceback_is_peeled_from_every_line_the_nod
     other = LogParser(base_date=None)
     (prose,) = other.feed("step1: File saved to /tmp/x\n") + other.flush()
     assert prose.message.startswith("step1: ")
+
+
+def test_a_logfmt_record_is_read_by_its_time_level_and_message_and_gos_signal_words_are_a_death() -> None:
+    # https://github.com/ollama/ollama/issues/9685: Go's slog, 'time=... level=ERROR source=sched.go:456 msg="error
+    # loading llama server" error="llama runner process has terminated: signal: killed"'
+    line = (
+        'time=2025-03-12T12:14:22.015Z level=ERROR source=sched.go:456 msg="error loading llama server" '
+        'error="llama runner process has terminated: signal: killed"\n'
+    )
+    parser = LogParser(base_date=None)
+    (ev,) = parser.feed(line) + parser.flush()
+    assert (ev.kind, ev.severity, ev.fields.get("signal")) == ("child_crashed", "critical", "SIGKILL")
+    assert ev.ts == utc("2025-03-12T12:14:22.015")
+    # a runner stopped by SIGTERM ("signal: terminated") was stopped, not killed; a record without a message is
+    # no record
+    stopped = LogParser(base_date=None)
+    evs = stopped.feed(line.replace("signal: killed", "signal: terminated")) + stopped.flush()
+    assert [e.kind for e in evs] == ["raw"] and evs[0].severity == "error"
+    bare = LogParser(base_date=None)
+    assert [e.kind for e in bare.feed("time=2025-03-12T12:14:22Z level=INFO\n") + bare.flush()] == ["raw"]
