@@ -19,7 +19,7 @@ from .sglang import sglang_message
 from .summary import SpecSummary
 from .supervisors import supervisor_message
 from .torch_nccl import glog_severity, mismatch_fields, nccl_error, nccl_message, torch_message
-from .traceback import Traceback, cut_message
+from .traceback import Traceback, cut_message, exception_report
 from .values import MAX_FIELDS, Fields
 from .vllm import vllm_message
 
@@ -277,15 +277,10 @@ class Forms(Dating):
             # the exception names the ranks whose collectives differ: the engine's own verdict
             return self._make(tb.ts, "collective_mismatch", "critical", tb.message(), tb.rank,
                               mismatch_fields(tb.exc_line or "", fields))  # fmt: skip
-        # a worker's exception that says its collective timed out (or its peer went away): a hang signal
-        hit = torchrun.collective_error(str(exc or ""))
-        if hit is None and str(fields.get("exc_type", "")).rsplit(".", 1)[-1] == "TimeoutError":
-            # the process gave up waiting on something that never came (vLLM's shm_broadcast acquire_read on
-            # its workers, a future's result, an RPC): the engine's own timeout of a stall (vllm-ascend#11290)
-            hit = ("engine_timeout", "critical", {"call": "wait"})
-        if hit is not None:
-            return self._make(tb.ts, hit[0], "error", tb.message(), tb.rank, {**fields, **hit[2]})
-        return self._make(tb.ts, "traceback", "error", tb.message(), tb.rank, fields)
+        # a worker's exception that says its collective timed out, its peer went away or it gave up waiting
+        # (vllm-ascend#11290's TimeoutError): a hang signal
+        kind, fields = exception_report(fields) or ("traceback", fields)
+        return self._make(tb.ts, kind, "error", tb.message(), tb.rank, fields)
 
     def _learn_rank(self, pid: int, out: list[Event]) -> None:
         """A vLLM worker whose wrapper names no rank ('(Worker pid=958)') says it in its distributed-init line

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .sglang import sglang_message
 from .supervisors import supervisor_message
+from .torchrun import collective_error
 from .values import Fields
 from .vllm import vllm_message
 
@@ -25,12 +26,23 @@ FRAME = re.compile(r' {0,8}File "[^"\n]{1,400}", line \d{1,7}, in \S')
 _DUMPED_FRAME = re.compile(r" {0,8}([\w<>.]{1,120}) \(([^()\s]{1,400}\.py):(\d{1,7})\)\s*$")
 
 
+def exception_report(fields: Fields) -> tuple[str, Fields] | None:
+    """(kind, fields) when an exception says what it is, whether its frames came with it or not: a collective or
+    the rendezvous timed out, or a peer went away (torchrun.collective_error); the process gave up waiting on
+    something that never came (a ``TimeoutError``: vLLM's shm_broadcast acquire_read, a future, an RPC)."""
+    hit = collective_error(str(fields.get("exc_message") or ""))
+    if hit is None and str(fields.get("exc_type", "")).rsplit(".", 1)[-1] == "TimeoutError":
+        hit = ("engine_timeout", "critical", {"call": "wait"})  # the engine's own timeout of a stall
+    return (hit[0], {**fields, **hit[2]}) if hit is not None else None
+
+
 def lone_line(msg: str, headless: bool, extra: Fields | None) -> tuple[str, Fields]:
     """A line no reader claimed: an exception's line quoted alone (in a log with no header), a dumped stack's
     frame (as a logger's source location, ``file.py:line:function``: reached.py reads where it is), or raw."""
     exc = exception_alone(msg) if headless else None
     if exc:
-        return "traceback", exc
+        # what it says, as a whole traceback's exception would (metaseq#52: the store barrier's RuntimeError)
+        return exception_report(exc) or ("traceback", exc)
     fields: Fields = dict(extra) if extra else {}
     m = _DUMPED_FRAME.match(msg) if msg.endswith(")") or msg.endswith(") ") else None
     if m:

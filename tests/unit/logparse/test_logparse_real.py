@@ -277,3 +277,17 @@ def test_a_logfmt_record_is_read_by_its_time_level_and_message_and_gos_signal_wo
     assert [e.kind for e in evs] == ["raw"] and evs[0].severity == "error"
     bare = LogParser(base_date=None)
     assert [e.kind for e in bare.feed("time=2025-03-12T12:14:22Z level=INFO\n") + bare.flush()] == ["raw"]
+
+
+def test_an_exception_quoted_without_its_traceback_says_what_it_is_as_a_whole_traceback_would() -> None:
+    # https://github.com/facebookresearch/metaseq/issues/52: the traceback's last two lines alone, "    raise
+    # RuntimeError(" and "RuntimeError: Timed out initializing process group in store based barrier on rank: 4330,
+    # for key: store_based_barrier_key:522 (world_size=2048, worker_count=1792, timeout=0:30:00)"
+    lines = (CORPUS / "pytorch-metaseq-52.log").read_text(encoding="utf-8").splitlines()
+    alone = [e for e in parse_lines(lines, year=2022) if e.kind != "raw"]
+    whole = [e for e in parse_lines(["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', *lines], year=2022) if e.kind != "raw"]  # fmt: skip
+    for evs in (alone, whole):
+        (ev,) = evs
+        assert (ev.kind, ev.fields["backend"], ev.fields["joined"], ev.fields["world_size"]) == (
+            "collective_timeout", "c10d_store", 1792, 2048,
+        )  # fmt: skip
