@@ -133,7 +133,7 @@ class LogParser(Forms):
             if (lab := envelope.label(s)) is not None:
                 return self._tb_then_parse(lab[1], lab[1][0], now, {"process": lab[0]})
             c = s[0]
-        if c == "[" and s[1:3] == "20" and s[11:12] == " ":  # SGLang's own dated header: nothing in front
+        if c == "[" and s[1:3] == "20" and s[11:12] == " " and s[20:23] != "] (":  # SGLang's header, alone
             return self._tb_then_parse(s, c, now, None)
         if (
             heads.wrapped(s)

@@ -9,7 +9,9 @@ the line as it was. One grammar reads them all, and the rest of the line is read
 - mmengine's ``06/27 08:41:09 - mmengine - INFO - ...`` and rich's ``[03/17/23 20:03:12] INFO     ...``
   (OpenMMLab, ColossalAI), whose level word follows the stamp;
 - a date with an underscore or a ``T`` and no zone (``2025-05-21_15:43:03``);
-- the kernel's ``dmesg -T`` ctime in brackets, and HF transformers' old ``[INFO|file.py:N] date >>``.
+- the kernel's ``dmesg -T`` ctime in brackets, and HF transformers' old ``[INFO|file.py:N] date >>``;
+- a date in brackets in front of a Ray process's wrapper (verl's ``[2026-03-12 11:50:36] (TaskRunner pid=N)``),
+  which SGLang's own header would otherwise be taken for.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ _LEVEL_SOURCE = re.compile(
 )
 
 
+# a collector's date in brackets, a Ray or vLLM process's wrapper behind it (the wrapper then read as any other)
+_BRACKET_DATED = re.compile(r"\[(\d{4})-(\d\d)-(\d\d) " + _HMS + r"\] (?=\([A-Za-z_])")
+
+
 @dataclass(frozen=True, slots=True)
 class Stamp:
     """What a prefix said: the time (``year`` None: the log's), its level word, the host, where the line goes on."""
@@ -56,7 +62,7 @@ def may_lead(s: str) -> bool:
     c = s[:1]
     return (
         (c.isdigit() and (s[2:3] in "/." or s[4:5] == "-" or s[1:2] == "." or s[3:4] == "."))
-        or (c == "[" and (s[3:4] == "/" or s[4:5] == " " or "|" in s[4:11]))
+        or (c == "[" and (s[3:4] == "/" or s[4:5] == " " or "|" in s[4:11] or s[20:23] == "] ("))
         or (c.isupper() and s[3:4] == " " and s[:3] in MONTHS)
     )
 
@@ -76,6 +82,9 @@ def lead(s: str) -> Stamp | None:
     if c == "[" and "|" in s[4:11] and (m := _LEVEL_SOURCE.match(s)) is not None:
         g = m.groups()
         return Stamp(int(g[2]), int(g[3]), (g[4], g[5], g[6]), g[7], m.end(), int(g[1]), _level(g[0]))
+    if c == "[" and s[20:23] == "] (" and (m := _BRACKET_DATED.match(s)) is not None:
+        g = m.groups()
+        return Stamp(int(g[1]), int(g[2]), (g[3], g[4], g[5]), g[6], m.end(), int(g[0]))
     if c == "[":
         m = _RICH.match(s)
         if m is None:

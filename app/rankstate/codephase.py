@@ -93,6 +93,7 @@ _LOOPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "compute_ref_log_prob",
             "compute_values",
             "compute_rm_score",
+            "agent_loop",  # verl's rollout agent loop (agent_loop.py's generate): a PPO step's rollout, as above
             "hybrid_engine",  # DeepSpeed-Chat's RLHF engine: its generate is a PPO step's rollout
         ),
     ),

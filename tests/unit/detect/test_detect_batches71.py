@@ -175,3 +175,15 @@ def test_a_save_a_job_said_it_began_and_never_ended_is_a_stall_in_its_checkpoint
     assert (inc.kind, inc.phase) == ("suspected_deadlock", "checkpoint")
     # a save is allowed checkpoint_first_s (300 s) before its silence is a stall
     assert run_log(tmp_path, lines, 2023, engine="torch", stalled_for_s=240).incidents == []  # type: ignore[arg-type]
+
+
+def test_a_dated_ray_actors_traceback_is_one_and_verls_rollout_loop_is_a_step(tmp_path: Path) -> None:
+    # https://github.com/verl-project/verl/issues/5567: "[2026-03-12 11:50:36] (TaskRunner pid=3483799)   File
+    # ".../verl/experimental/agent_loop/agent_loop.py", line 516, in _run_agent_loop" ... "ray.exceptions.
+    # ActorDiedError: The actor died unexpectedly before finishing this task." (class_name: SGLangHttpServer)
+    from agents.logparse import parse_lines
+
+    lines = lines_of("pytorch-verl-5567")
+    assert "traceback" in {e.kind for e in parse_lines(lines, year=2026)}  # the date, then Ray's wrapper
+    (inc,) = run_log(tmp_path, lines, 2026, engine="torch").incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.phase) == ("rank_crashed", "training")
