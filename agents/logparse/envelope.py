@@ -121,6 +121,10 @@ def inner_fields(msg: str, level: str | None, extra: Fields | None) -> tuple[str
         # Python logging's "--- Logging error ---" dump ends with the record it failed to write (sglang#3685's
         # sigquit handler): that record is the line
         return msg[10:-1], level, extra
+    if c == " " and (m := _WHAT.match(msg)) is not None and m.end() < len(msg):
+        # C++'s what() behind a prefix peeled after it (torchrun's "[rank0]:  what():  [PG ID 0 ...] Process group
+        # watchdog thread terminated with exception: ...", torchtitan#810): the exception's message is the line
+        return msg[m.end() :], level, extra
     if (w := msg.find(" what(): ", 0, 400)) > 0 and "xception" in msg[:w]:
         # a runtime's report of an exception nobody caught, its message inline (Ray's C++ logger: "logging.cc:101:
         # Unhandled exception: N3c1016DistBackendErrorE. what(): [PG ...] ..."): the what() is the line

@@ -291,3 +291,17 @@ def test_an_exception_quoted_without_its_traceback_says_what_it_is_as_a_whole_tr
         assert (ev.kind, ev.fields["backend"], ev.fields["joined"], ev.fields["world_size"]) == (
             "collective_timeout", "c10d_store", 1792, 2048,
         )  # fmt: skip
+
+
+def test_cs_what_behind_torchruns_rank_prefix_is_the_exceptions_message() -> None:
+    # https://github.com/pytorch/torchtitan/issues/810: "[rank0]:  what():  [PG ID 0 PG GUID 0(default_pg) Rank 4]
+    # Process group watchdog thread terminated with exception: [Rank 4] Watchdog caught collective operation timeout:
+    # WorkNCCL(SeqNum=49120, OpType=_ALLGATHER_BASE, ...)"
+    line = (CORPUS / "pytorch-torchtitan-810.log").read_text(encoding="utf-8").splitlines()[0]
+    (ev,) = [e for e in parse_lines([line], year=2025)]
+    assert (ev.kind, ev.rank, ev.fields["seq"], ev.fields["op_type"]) == (
+        "nccl_timeout",
+        "rank0",
+        49120,
+        "_ALLGATHER_BASE",
+    )
