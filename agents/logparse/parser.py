@@ -340,7 +340,7 @@ class LogParser(Forms):
         hit = sglang_message(msg) or vllm_message(msg) or supervisor_message(msg) or comm_message(msg)
         hit = hit or npu_message(msg) or nccl_error(msg) or fatal_exception_line(msg) or process_death(msg)
         # torchrun's own words behind any envelope (Python logging's "ERROR:torch.distributed...", a cut header)
-        hit = hit or torchrun.launcher_message(msg)
+        hit = hit or torchrun.launcher_message(msg) or torchrun.collective_error(msg)
         if hit is None and is_config_dump(msg):
             hit = ("engine_config", "info", config_fields(msg))
         if hit is None and msg.startswith(TORCH_STARTS):

@@ -116,6 +116,10 @@ def collective_error(text: str) -> Match | None:
             if m2.group(4):
                 fields["timeout_ms"] = int(m2.group(4))
             return "collective_timeout", "error", fields
+    if "RendezvousConnectionError" in text or "connection to the C10d store has failed" in text:
+        # torchelastic's client gave up connecting to the rendezvous store (after its retries, 60 s by default:
+        # pytorch#107021's socket timeout before it): the rendezvous never formed (pytorch#64926, #67581)
+        return "collective_timeout", "error", {"backend": "c10d_store", "op": "connect"}
     if "store based barrier" in text and (b := _BARRIER_TIMEOUT.search(text)) is not None:
         # torch < 2.2's process-group barrier on the store: fewer workers than the world came (Megatron-DeepSpeed#338:
         # worker_count=4 of world_size=8 after 0:00:30)

@@ -187,3 +187,12 @@ def test_a_dated_ray_actors_traceback_is_one_and_verls_rollout_loop_is_a_step(tm
     assert "traceback" in {e.kind for e in parse_lines(lines, year=2026)}  # the date, then Ray's wrapper
     (inc,) = run_log(tmp_path, lines, 2026, engine="torch").incidents  # type: ignore[arg-type]
     assert (inc.kind, inc.phase) == ("rank_crashed", "training")
+
+
+def test_torchelastic_failing_to_reach_its_rendezvous_store_is_a_start_up_that_never_formed(
+    tmp_path: Path,
+) -> None:
+    # https://github.com/pytorch/pytorch/issues/67581: torchelastic's error_handler JSON, '"message":
+    # "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details."'
+    (inc,) = run_log(tmp_path, lines_of("pytorch-pytorch-67581"), 2021, engine="torch").incidents  # type: ignore[arg-type]
+    assert (inc.kind, inc.phase) == ("suspected_deadlock", "dist_init")
