@@ -34,6 +34,9 @@ _RUNTIME = re.compile(
     # a glog / TurboMind CHECK that failed (it logs FATAL and aborts: lmdeploy#4453's "[TM][FATAL] ... Check
     # failed: ..."), a Rust thread's panic (Dynamo's frontend, ai-dynamo/dynamo#5870), Go's runtime panic
     r"|\bCheck failed: |^thread '[^']{0,80}' panicked at |^panic: |^fatal error: all goroutines are asleep"
+    # an assertion the runtime aborts on: ggml's GGML_ASSERT (ggml_abort: llama.cpp#18039), C's assert ("file.c:12:
+    # f: Assertion `x' failed."), LLVM's unreachable code (llama.cpp's SYCL kernels, llama.cpp#6528)
+    r"|\bGGML_ASSERT\(.{0,400}?\) failed|: Assertion [`'].{0,400}?' failed\.|\bUNREACHABLE executed at "
 )
 _KILLED = re.compile(r"(?:^|line \d{1,6}: +\d{1,10} )Killed\b")
 _SUBJECT = (
@@ -76,6 +79,7 @@ _HINTS = (
     "ignal",
     "SIG",
     "Check failed",
+    "UNREACHABLE",
     "panic",
     "goroutines",
     "Memory access",
@@ -109,7 +113,11 @@ def process_death(msg: str) -> Match | None:
         return None
     m = _RUNTIME.search(head)
     if m is not None:
-        return "child_crashed", "critical", {"cause": m.group(0).lower()}
+        return (
+            "child_crashed",
+            "critical",
+            {"cause": m.group(0).lower()[:48]},
+        )  # (an assertion quotes its test)
     if _KILLED.match(head.strip()):
         return "child_crashed", "critical", {"cause": "killed", "exit_code": -9}
     # each clause with a process subject and a verb of dying in turn: "Primary job terminated normally, but 1

@@ -305,3 +305,17 @@ def test_cs_what_behind_torchruns_rank_prefix_is_the_exceptions_message() -> Non
         49120,
         "_ALLGATHER_BASE",
     )
+
+
+def test_an_assertion_the_runtime_aborts_on_is_a_death_and_a_sentence_about_one_is_not() -> None:
+    # https://github.com/ggml-org/llama.cpp/pull/18039: "> github/llama.cpp/src/llama-graph.cpp:956:
+    # GGML_ASSERT(t_layer_inp[il] != nullptr && "layer input tensor is null") failed"; llama.cpp#6528's SYCL
+    # backend: "UNREACHABLE executed at ./lib/SPIRV/SPIRVUtil.cpp:1887!"; C's own assert
+    lines = [
+        'github/llama.cpp/src/llama-graph.cpp:956: GGML_ASSERT(t_layer_inp[il] != nullptr && "layer input tensor is null") failed',
+        "UNREACHABLE executed at ./lib/SPIRV/SPIRVUtil.cpp:1887!",
+        "python3: csrc/x.c:12: run: Assertion `n > 0' failed.",
+        "the assertion failed in my test, as I expected",
+    ]
+    kinds = [e.kind for e in parse_lines(lines, year=2025)]
+    assert kinds == ["child_crashed", "child_crashed", "child_crashed", "raw"]
