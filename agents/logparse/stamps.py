@@ -37,6 +37,16 @@ _CTIME = re.compile(r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON + r" ([ \d]\d) 
 _LEVEL_SOURCE = re.compile(
     r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\|[\w.-]{1,100}:\d{1,7}\] (\d{4})-(\d\d)-(\d\d) " + _HMS + r" >> "
 )
+# LLaMA-Factory's own: the level and date in brackets, the logger and line, ">>" ("[INFO|2025-08-16 18:31:18]
+# llamafactory.train.callbacks:143 >> {'loss': 0.0003, ...}")
+_LEVEL_DATED = re.compile(
+    r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\|(\d{4})-(\d\d)-(\d\d) "
+    + _HMS
+    + r"\] [\w.<>-]{1,120}:\d{1,7} >> "
+)
+# the HF example scripts' and LLaMA-Factory's Python logging: "%m/%d/%Y %H:%M:%S - LEVEL - name - message"
+# ("11/25/2024 11:49:11 - INFO - __main__ - device: hpu", "05/17/2024 01:30:26 - INFO - llmtuner.model.adapter - ")
+_US_DATED = re.compile(r"(\d\d)/(\d\d)/(\d{4}) " + _HMS + r" - " + _LEVEL + r"- [\w.<>-]{1,120} - ")
 
 
 # a collector's date in brackets, a Ray or vLLM process's wrapper behind it (the wrapper then read as any other)
@@ -82,6 +92,9 @@ def lead(s: str) -> Stamp | None:
     if c == "[" and "|" in s[4:11] and (m := _LEVEL_SOURCE.match(s)) is not None:
         g = m.groups()
         return Stamp(int(g[2]), int(g[3]), (g[4], g[5], g[6]), g[7], m.end(), int(g[1]), _level(g[0]))
+    if c == "[" and "|" in s[4:11] and (m := _LEVEL_DATED.match(s)) is not None:
+        g = m.groups()
+        return Stamp(int(g[2]), int(g[3]), (g[4], g[5], g[6]), g[7], m.end(), int(g[1]), _level(g[0]))
     if c == "[" and s[20:23] == "] (" and (m := _BRACKET_DATED.match(s)) is not None:
         g = m.groups()
         return Stamp(int(g[1]), int(g[2]), (g[3], g[4], g[5]), g[6], m.end(), int(g[0]))
@@ -94,6 +107,9 @@ def lead(s: str) -> Stamp | None:
         return Stamp(int(g[0]), int(g[1]), (g[3], g[4], g[5]), g[6], m.end(), y, _level(g[7]))
     if (m := _HOST.match(s)) is not None:
         return Stamp(None, None, None, None, m.end(), host=m.group(1))
+    if s[2:3] == "/" and s[5:6] == "/" and (m := _US_DATED.match(s)) is not None:
+        g = m.groups()
+        return Stamp(int(g[0]), int(g[1]), (g[3], g[4], g[5]), g[6], m.end(), int(g[2]), _level(g[7]))
     if s[2:3] == "/" and (m := _MMENGINE.match(s)) is not None:
         g = m.groups()
         return Stamp(int(g[0]), int(g[1]), (g[2], g[3], g[4]), g[5], m.end(), level=_level(g[6]))

@@ -319,3 +319,29 @@ def test_an_assertion_the_runtime_aborts_on_is_a_death_and_a_sentence_about_one_
     ]
     kinds = [e.kind for e in parse_lines(lines, year=2025)]
     assert kinds == ["child_crashed", "child_crashed", "child_crashed", "raw"]
+
+
+@pytest.mark.parametrize(
+    ("stem", "line", "at"),
+    [
+        # https://github.com/huggingface/optimum-habana/pull/1504: the HF example scripts' Python logging format
+        (
+            "other-optimum-habana-1504",
+            "11/25/2024 11:49:11 - INFO - __main__ - device: hpu",
+            "2024-11-25T11:49:11",
+        ),
+        # https://github.com/hiyouga/LlamaFactory/issues/8939: LLaMA-Factory's own "[LEVEL|date] logger:line >>"
+        (
+            "pytorch-llamafactory-8939",
+            "[INFO|2025-08-16 18:31:18] llamafactory.train.callbacks:143 >> ",
+            "2025-08-16T18:31:18",
+        ),
+    ],
+)
+def test_the_training_stacks_own_python_logging_stamps_date_their_lines(
+    stem: str, line: str, at: str
+) -> None:
+    lines = (CORPUS / f"{stem}.log").read_text(encoding="utf-8").splitlines()
+    real = next(x for x in lines if x.startswith(line))
+    (ev,) = parse_lines([real], year=2020)  # the line's own year wins over the stated default
+    assert ev.ts == utc(at) and not ev.message.startswith(line[:8])
