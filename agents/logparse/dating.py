@@ -37,6 +37,7 @@ class Dating:
         self.head_rank = False
         self._cur = ""  # the line being parsed, wrappers removed
         self._tasks = False  # a launcher's task label ("0: ", srun --label) was seen in front of a line
+        self._stamp_level: str | None = None  # the level word right behind a tool's stamp (stamps.py)
         self._hosts: set[str] = set()  # pdsh's node labels ("worker-1: ") seen in front of a header
         self._host_heads: tuple[str, ...] = ()
 
@@ -147,6 +148,10 @@ class Dating:
             cut = self._collector(s, now)
             if cut is None:
                 break
+            if self._stamp_level is not None:
+                # the level mmengine's, rich's or Python logging's stamp names ("- ERROR - ..."): the line's own
+                extra = {**extra, "level": self._stamp_level} if extra else {"level": self._stamp_level}
+                self._stamp_level = None
             s = cut
             if not s:
                 break
@@ -270,6 +275,7 @@ class Dating:
         self._saw("collector", ts, False)
         if ts is not None:
             self._ts(ts, now)
+        self._stamp_level = st.level
         return s[st.end :]
 
 

@@ -75,9 +75,7 @@ class LogParser(Forms):
         ``now`` is the time the line was read, for a reader that is following a file live: a line without a
         timestamp of its own then gets the later of ``now`` and the last timestamp seen. Without ``now``
         (replaying a file, or catching up on a backlog) it gets the last timestamp seen."""
-        self.head = None
-        self.head_time = False
-        self.head_rank = False
+        self.head, self.head_time, self.head_rank = None, False, False  # what this line's header says
         unknown = self.last_ts is None and now is None  # no time known yet: what this line says waits
         try:
             # escape sequences and controls go (agents/cleantext.py): a stored OSC 52 would reach a terminal, and
@@ -323,6 +321,8 @@ class LogParser(Forms):
     def _message(
         self, ts: float, msg: str, rank: str | None, level: str | None, extra: Fields | None
     ) -> list[Event]:
+        if level is None and extra and isinstance(said := extra.get("level"), str):  # a stamp's (dating.py)
+            level = said
         # a traceback logged line by line behind the very same header (vLLM's formatter repeats the record's
         # header on each of its lines) belongs together
         tb = self._tb

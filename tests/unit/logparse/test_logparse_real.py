@@ -345,3 +345,14 @@ def test_the_training_stacks_own_python_logging_stamps_date_their_lines(
     real = next(x for x in lines if x.startswith(line))
     (ev,) = parse_lines([real], year=2020)  # the line's own year wins over the stated default
     assert ev.ts == utc(at) and not ev.message.startswith(line[:8])
+
+
+def test_the_level_word_behind_a_tools_stamp_is_the_lines_severity() -> None:
+    # the level mmengine's and the HF example scripts' stamps carry (OpenMMLab's "06/27 08:41:09 - mmengine -
+    # ERROR - ...", optimum-habana#1504's "11/25/2024 11:49:11 - INFO - __main__ - ..."): not guessed from words
+    lines = [
+        "06/27 08:41:09 - mmengine - ERROR - the batch sampler is empty",
+        "11/25/2024 11:49:11 - WARNING - __main__ - device: hpu, n_hpu: 0, bf16: True",
+        "11/25/2024 11:49:12 - INFO - __main__ - an error count of 0 in the last window",
+    ]
+    assert [e.severity for e in parse_lines(lines, year=2024)] == ["error", "warning", "info"]
