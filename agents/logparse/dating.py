@@ -38,8 +38,7 @@ class Dating:
         self._cur = ""  # the line being parsed, wrappers removed
         self._tasks = False  # a launcher's task label ("0: ", srun --label) was seen in front of a line
         self._stamp_level: str | None = None  # the level word right behind a tool's stamp (stamps.py)
-        self._hosts: set[str] = set()  # pdsh's node labels ("worker-1: ") seen in front of a header
-        self._host_heads: tuple[str, ...] = ()
+        self._host_heads: tuple[str, ...] = ()  # pdsh's node labels ("worker-1: ") seen in front of a header
 
     def _hold(self, events: list[Event], ts: float | None) -> list[Event]:
         """Lines before the log's first time (a py-spy dump, a traceback, a bar at the top of a pasted excerpt)
@@ -163,10 +162,9 @@ class Dating:
             extra = {**extra, "task": int(m.group(1))} if extra else {"task": int(m.group(1))}
             s = s[m.end() :]
         if extra and isinstance(host := extra.get("host"), str) and line.startswith(host + ": "):
-            if host not in self._hosts:
-                self._hosts.add(host)
-                self._host_heads = tuple(h + ": " for h in self._hosts)
-        elif self._hosts and (i := s.find(": ", 1, 130)) > 0 and s[:i] in self._hosts:
+            if host + ": " not in self._host_heads:
+                self._host_heads += (host + ": ",)
+        elif self._host_heads and s.startswith(self._host_heads) and (i := s.find(": ", 1, 130)) > 0:
             # as a task label: a node's label, once seen in front of a header, is in front of every line that
             # node's processes write (a traceback's frames, an exception's line, CANN's error codes)
             extra = {**extra, "host": s[:i]} if extra else {"host": s[:i]}

@@ -113,11 +113,8 @@ def process_death(msg: str) -> Match | None:
         return None
     m = _RUNTIME.search(head)
     if m is not None:
-        return (
-            "child_crashed",
-            "critical",
-            {"cause": m.group(0).lower()[:48]},
-        )  # (an assertion quotes its test)
+        cause = m.group(0).lower()[:48]  # (an assertion quotes its test: keep its head)
+        return "child_crashed", "critical", {"cause": cause}
     if _KILLED.match(head.strip()):
         return "child_crashed", "critical", {"cause": "killed", "exit_code": -9}
     # each clause with a process subject and a verb of dying in turn: "Primary job terminated normally, but 1

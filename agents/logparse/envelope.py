@@ -199,10 +199,8 @@ def logfmt_record(s: str) -> list[str] | None:
     level in front of its message, its other values after it as clauses (``; error: ...``); None when ``s`` is
     not one."""
     pairs = {k: (v[1:-1].replace('\\"', '"') if v.startswith('"') else v) for k, v in _PAIR.findall(s[:6000])}
-    stamp, level = (
-        pairs.get("time") or pairs.get("ts"),
-        (pairs.get("level") or pairs.get("lvl") or "").upper(),
-    )
+    stamp = pairs.get("time") or pairs.get("ts")
+    level = (pairs.get("level") or pairs.get("lvl") or "").upper()
     msg = pairs.get("msg") or pairs.get("message")
     if msg is None or stamp is None or not _STAMP.match(stamp) or level not in LEVELS:
         return None

@@ -99,9 +99,8 @@ class Forms(Dating):
         g = m.groups()
         if bare:  # W1201 07:40:06.132000 28272 file.py:874]: no [rankN]:, always a time, mostly a pid
             g = (None, *g[:6])
-            if (
-                m.group(7) and (pid := int(m.group(7))) <= PID_MAX
-            ):  # (absl's and old torch's logging print a thread ident)
+            # (absl's and old torch's logging print a thread ident; c10d's own header none)
+            if m.group(7) and (pid := int(m.group(7))) <= PID_MAX:
                 extra = {**(extra or {}), "pid": pid}
         ts = None
         if g[2]:

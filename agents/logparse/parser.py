@@ -135,7 +135,7 @@ class LogParser(Forms):
             return self._tb_then_parse(s, c, now, None)
         if (
             heads.wrapped(s)
-            or (self._hosts and s.startswith(self._host_heads))  # a node's label seen before: dating.py
+            or (self._host_heads and s.startswith(self._host_heads))  # a node's label seen before: dating.py
             or c.isdigit()
             or (c == "[" and (s[11:12] == "T" or stamps.may_lead(s)))
             or (c.isupper() and s[3:4] == " ")

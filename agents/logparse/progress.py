@@ -62,13 +62,9 @@ def parse_bar(s: str) -> Bar | None:
             fields["avail_mem_gb"] = float(avail.group(1))
     elif "checkpoint shards" in desc or "loading shards" in desc.lower():
         kind = "shard_progress"
-    elif _WARMUP.search(
-        desc
-    ):  # a bar that counts the warm-up's steps (SGLang's "DeepGEMM warmup", JIT kernels)
-        kind = "warmup_progress"
-        fields["desc"] = desc[:128]
     else:
-        kind = "progress"
+        # a bar that counts a warm-up's steps is the warm-up (SGLang's "DeepGEMM warmup", JIT kernels)
+        kind = "warmup_progress" if _WARMUP.search(desc) else "progress"
         fields["desc"] = desc[:128]
     el = m.group("el")
     elapsed = _clock(el) if el else None

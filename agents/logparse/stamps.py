@@ -89,11 +89,8 @@ def lead(s: str) -> Stamp | None:
     if c == "[" and s[4:5] == " " and (m := _CTIME.match(s)) is not None:
         g = m.groups()
         return Stamp(MONTHS[g[0]], int(g[1]), (g[2], g[3], g[4]), g[5], m.end(), int(g[6]))
-    if c == "[" and "|" in s[4:11] and (m := _LEVEL_SOURCE.match(s)) is not None:
-        g = m.groups()
-        return Stamp(int(g[2]), int(g[3]), (g[4], g[5], g[6]), g[7], m.end(), int(g[1]), _level(g[0]))
-    if c == "[" and "|" in s[4:11] and (m := _LEVEL_DATED.match(s)) is not None:
-        g = m.groups()
+    if c == "[" and "|" in s[4:11] and (m := _LEVEL_SOURCE.match(s) or _LEVEL_DATED.match(s)) is not None:
+        g = m.groups()  # (both: the level, then the date)
         return Stamp(int(g[2]), int(g[3]), (g[4], g[5], g[6]), g[7], m.end(), int(g[1]), _level(g[0]))
     if c == "[" and s[20:23] == "] (" and (m := _BRACKET_DATED.match(s)) is not None:
         g = m.groups()

@@ -36,10 +36,6 @@ CRASH_SIGNALS = frozenset(
 )
 
 
-# the engine's own timeout reports (PyTorch's watchdog, gloo's and c10d's timeouts, HCCL's): a C++ abort right
-# after one is that watchdog "taking the entire process down", the timeout's consequence, not a crash of its own
-
-
 def _crash_signal(r: RankState, st: LaunchState | None = None) -> Signal | None:
     for s in r.signals:
         if s.kind in CRASH_SIGNALS and not (
